@@ -1,0 +1,112 @@
+"""Domain knowledge about PyTorch profiler traces, one table per concept.
+
+Everything that depends on Kineto's category spellings, collective op names, tensor-core
+kernel names or the step-breakdown priority lives here, so a new Kineto generation means
+editing one file.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import IntEnum
+
+
+class Kind(IntEnum):
+    """What a duration event is, across every Kineto generation (SPEC §1.2)."""
+
+    HOST_OP = 0      # cpu_op, or any 2020-21 `Operator` event
+    USER_RANGE = 1   # record_function range (`user_annotation`)
+    PYTHON = 2       # python frame (`python_function`, 2021 `Python`)
+    STEP = 3         # ProfilerStep#N on a host category
+    RUNTIME = 4      # CUDA/HIP/XPU runtime or driver call
+    KERNEL = 5
+    MEMCPY = 6
+    MEMSET = 7
+    GPU_RANGE = 8    # gpu_user_annotation: never device activity
+    SYNC = 9         # cuda_sync / xpu_sync: own lane, no breakdown category
+    TRACE_SPAN = 10  # the whole-window `Trace` span: never host time
+    OTHER = 11       # unknown category: kept for the timeline only
+
+
+#: Lower-cased ``cat`` -> kind. ProfilerStep is decided by name (see :data:`STEP_NAME`).
+CATEGORY_KIND: dict[str, Kind] = {
+    "operator": Kind.HOST_OP,
+    "cpu_op": Kind.HOST_OP,
+    "user_annotation": Kind.USER_RANGE,
+    "python": Kind.PYTHON,
+    "python_function": Kind.PYTHON,
+    "runtime": Kind.RUNTIME,
+    "cuda_runtime": Kind.RUNTIME,
+    "cuda_driver": Kind.RUNTIME,
+    "xpu_runtime": Kind.RUNTIME,
+    "xpu_driver": Kind.RUNTIME,
+    "privateuse1_runtime": Kind.RUNTIME,
+    "privateuse1_driver": Kind.RUNTIME,
+    "mtia_runtime": Kind.RUNTIME,
+    "kernel": Kind.KERNEL,
+    "memcpy": Kind.MEMCPY,
+    "gpu_memcpy": Kind.MEMCPY,
+    "memset": Kind.MEMSET,
+    "gpu_memset": Kind.MEMSET,
+    "gpu_user_annotation": Kind.GPU_RANGE,
+    "cuda_sync": Kind.SYNC,
+    "xpu_sync": Kind.SYNC,
+    "trace": Kind.TRACE_SPAN,
+}
+
+#: Kinds that live on a host thread and nest by containment.
+HOST_KINDS = (Kind.HOST_OP, Kind.USER_RANGE, Kind.PYTHON, Kind.STEP)
+#: Kinds that count as device activity (breakdown, utilization, kernel counts).
+DEVICE_ACTIVITY_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+#: Kinds that run on a device stream lane (timeline), activity or not.
+DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_RANGE, Kind.SYNC)
+#: Host categories a ProfilerStep may carry (2021 `Operator`, newer `user_annotation`/`cpu_op`).
+STEP_KINDS = (Kind.HOST_OP, Kind.USER_RANGE)
+#: ``ProfilerStep#12`` -> step "12".
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def category_kind(cat: str) -> Kind:
+    """Map a raw ``cat`` value to a :class:`Kind` (unknown categories -> OTHER)."""
+    return CATEGORY_KIND.get(cat.lower(), Kind.OTHER) if isinstance(cat, str) else Kind.OTHER
+
+
+# --- step-time breakdown (SPEC §2.2) -------------------------------------------------------
+
+#: Categories of the step-time breakdown, highest priority first.
+BREAKDOWN_ORDER = ("Kernel", "Memcpy", "Memset", "Communication", "Runtime", "DataLoader",
+                   "CPU Exec", "Other")
+
+#: Host ops that load data: ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__``.
+DATALOADER_NAME = re.compile(r"^enumerate\((DataLoader|DataPipe)\)#.*__next__$")
+
+#: Host ops that are collectives: their kernels count as Communication.
+COLLECTIVE_OP_NAME = re.compile(
+    r"^(nccl:|c10d::|record_param_comms$|gloo:|ProcessGroup(NCCL|Gloo|MPI|UCC)?[:.]|"
+    r"ProcessGroup\w*::)"
+)
+#: Kernels that are communication by their own name.
+COMMUNICATION_KERNEL_NAME = re.compile(r"^(nccl|rccl)", re.IGNORECASE)
+
+# --- operator view (SPEC §2.4) -------------------------------------------------------------
+
+#: Host ops left out of the operator table (besides ProfilerStep and DataLoader __next__).
+OPERATOR_EXCLUDED_NAME = re.compile(r"^(ProfilerStep#\d+|Optimizer\.|enumerate\((DataLoader|DataPipe)\)#)")
+
+# --- tensor cores (SPEC §2.3, §2.6) --------------------------------------------------------
+
+#: Kernel names recognised as using tensor cores.
+TENSOR_CORE_KERNEL = re.compile(
+    r"(h884|h1688|s1688|i8816|h16816|s16816|bf16816|hmma|xmma|wmma|imma|gmma|"
+    r"gemm_.*tf32|tf32.*gemm|cutlass.*tensorop|tensorop.*cutlass|sm80_xmma|sm90_xmma|"
+    r"ampere_(fp16|bf16|h|s16816)|sm90_.*gemm|flash_fwd|flash_bwd|fmha)",
+    re.IGNORECASE,
+)
+
+#: Host ops eligible for tensor cores (convolutions, matmuls, attention).
+TENSOR_CORE_ELIGIBLE_OP = re.compile(
+    r"^aten::(_?convolution|conv\w*|cudnn_convolution\w*|mm|addmm|bmm|baddbmm|matmul|linear|"
+    r"_scaled_dot_product\w*|scaled_dot_product_attention|_flash_attention\w*|"
+    r"_efficient_attention\w*)$|^(CudnnConvolutionBackward|ConvolutionBackward|MmBackward|"
+    r"AddmmBackward|BmmBackward|BaddbmmBackward)",
+)

@@ -1,0 +1,60 @@
+"""Packaging for Stepscope: package ``stepscope`` lives in ``plugin/``; frontend assets ship inside it."""
+
+import os
+
+from setuptools import setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _version() -> str:
+    with open(os.path.join(HERE, "plugin", "__init__.py"), encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("__version__"):
+                return line.split("=")[1].strip().strip('"')
+    raise RuntimeError("no __version__ in plugin/__init__.py")
+
+
+setup(
+    name="stepscope",
+    version=_version(),
+    description="PyTorch profiler dashboard: TensorBoard plugin and standalone server",
+    long_description=open(os.path.join(HERE, "README.md"), encoding="utf-8").read()
+    if os.path.exists(os.path.join(HERE, "README.md")) else "",
+    long_description_content_type="text/markdown",
+    license="BSD-3-Clause",
+    python_requires=">=3.9",
+    packages=["stepscope"] + [
+        "stepscope." + os.path.relpath(root, os.path.join(HERE, "plugin")).replace(os.sep, ".")
+        for root, _d, files in os.walk(os.path.join(HERE, "plugin"))
+        if "__init__.py" in files and os.path.abspath(root) != os.path.join(HERE, "plugin")
+    ] + ["stepscope.frontend"],
+    # frontend/ ships inside the package as stepscope/frontend (found by stepscope.assets)
+    package_dir={"stepscope": "plugin", "stepscope.frontend": "frontend"},
+    package_data={"stepscope": ["*.md"], "stepscope.frontend": ["*", "**/*"]},
+    install_requires=[
+        "tensorboard>=2.11",
+        "flask>=2.2",
+        "werkzeug>=2.2",
+        "waitress>=2.1",
+        "plotly>=5",
+        "numpy>=1.22",
+        "msgspec>=0.18",
+        "orjson>=3.8",
+    ],
+    extras_require={
+        "samples": ["torch>=2.0"],
+        "test": [
+            "pytest>=7",
+            "hypothesis>=6",
+            "playwright>=1.40",
+            "psutil>=5",
+            "ruff>=0.5",
+            "torch>=2.0",
+        ],
+    },
+    entry_points={
+        "tensorboard_plugins": ["stepscope = stepscope.tb_plugin:StepscopePlugin"],
+        "console_scripts": ["stepscope = stepscope.cli:main"],
+    },
+)
