@@ -1,92 +1,97 @@
-"""Read a trace file's bytes: plain or gzip (damaged gzip tolerated), with progress.
+"""Stream a trace file's JSON bytes: plain or gzip (damaged gzip tolerated), with progress.
 
-Returns the decompressed bytes and any data-quality notes (a truncated or corrupt gzip
-stream keeps what could be decompressed; a gzip inside a gzip is unwrapped).
+:func:`iter_bytes` yields consecutive pieces of the decompressed bytes (about ``CHUNK``
+each) and appends a data-quality note to ``notes`` when the gzip stream is truncated or
+damaged (what was decompressed before the damage is kept) or wrapped in a second gzip.
 """
 
 from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Iterator
 from typing import Callable, Optional
 
 from .errors import TraceError
 from .model import Note
 
-CHUNK = 8 << 20  # bytes read per progress tick
+CHUNK = 16 << 20  # file bytes read per step (and per progress tick)
+OUT_PIECE = 16 << 20  # most decompressed bytes yielded at once
 GZIP_MAGIC = b"\x1f\x8b"
 Progress = Optional[Callable[[float], None]]
 
 
-def read_bytes(path: str, progress: Progress = None) -> tuple[bytes, list[Note]]:
-    """The file's JSON bytes. ``progress(fraction)`` is called with the share of file bytes read."""
+def iter_bytes(path: str, notes: list[Note], progress: Progress = None) -> Iterator[bytes]:
+    """Decompressed pieces of the file. ``progress(fraction)``: share of file bytes read."""
     name = os.path.basename(path)
     try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            head = f.read(2)
-            f.seek(0)
-            if head == GZIP_MAGIC:
-                data, notes = _gunzip_stream(f, size, name, progress)
-            else:
-                data, notes = _read_plain(f, size, progress), []
+        f = open(path, "rb")
     except OSError as e:
-        raise TraceError("cannot read file", f"{name}: {e.strerror or e}. Check the file "
+        raise TraceError("cannot read file", f"{name}: {e.strerror or e}. Check that the file "
                          "exists and is readable.", file=name) from e
-    if data[:2] == GZIP_MAGIC:  # gzip of gzip: unwrap once more
-        data, more = _gunzip_bytes(data, name)
-        notes += [Note("info", "nested_gzip", f"{name} was compressed twice; unwrapped it.")]
-        notes += more
-    return data, notes
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        raw = _read(f, size, progress)
+        first = next(raw, b"")
+        if first[:2] != GZIP_MAGIC:
+            yield first
+            yield from raw
+            return
+        pieces = _gunzip(_chain(first, raw), name, notes)
+        first = next(pieces, b"")
+        if first[:2] == GZIP_MAGIC:  # gzip of gzip: unwrap once more
+            notes.append(Note("info", "nested_gzip", f"{name} was compressed twice; unwrapped it."))
+            pieces = _gunzip(_chain(first, pieces), name, notes)
+            first = next(pieces, b"")
+        yield first
+        yield from pieces
 
 
-def _read_plain(f, size: int, progress: Progress) -> bytes:
-    parts, done = [], 0
-    while chunk := f.read(CHUNK):
-        parts.append(chunk)
-        done += len(chunk)
-        if progress and size:
-            progress(min(done / size, 1.0))
-    return b"".join(parts)
+def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    yield first
+    yield from rest
 
 
-def _gunzip_stream(f, size: int, name: str, progress: Progress) -> tuple[bytes, list[Note]]:
-    """Decompress every gzip member; keep what precedes damage or a cut-off end."""
-    parts: list[bytes] = []
-    notes: list[Note] = []
-    d = zlib.decompressobj(wbits=31)
+def _read(f, size: int, progress: Progress) -> Iterator[bytes]:
     done = 0
-    while chunk := f.read(CHUNK):
-        done += len(chunk)
+    try:
+        while chunk := f.read(CHUNK):
+            done += len(chunk)
+            if progress and size:
+                progress(min(done / size, 1.0))
+            yield chunk
+    except OSError as e:
+        raise TraceError("cannot read file", f"read failed after {done:,} bytes: {e}") from e
+
+
+def _gunzip(chunks: Iterator[bytes], name: str, notes: list[Note]) -> Iterator[bytes]:
+    """Decompress every gzip member; stop at damage or a cut-off end, with a note."""
+    d = zlib.decompressobj(wbits=31)
+    seen = 0
+    for chunk in chunks:
+        seen += len(chunk)
         while chunk:
             try:
-                parts.append(d.decompress(chunk))
+                out = d.decompress(chunk, OUT_PIECE)
             except zlib.error as e:
                 notes.append(Note("warning", "gzip_damaged",
-                                  f"{name}: the gzip stream is damaged near byte {done:,} "
+                                  f"{name}: the gzip stream is damaged near byte {seen:,} "
                                   f"({e}); kept the data before the damage."))
-                return b"".join(parts), notes
-            chunk = d.unused_data  # a further gzip member follows
+                return
+            if out:
+                yield out
+            if d.unconsumed_tail:  # more output pending for this input
+                chunk = d.unconsumed_tail
+                continue
+            chunk = d.unused_data
             if d.eof:
-                d = zlib.decompressobj(wbits=31) if chunk[:2] == GZIP_MAGIC else None
-                if d is None:
-                    break
-        if d is None:
-            break
-        if progress and size:
-            progress(min(done / size, 1.0))
-    if d is not None and not d.eof:
-        parts.append(d.flush())
-        if done:
-            notes.append(Note("warning", "gzip_truncated",
-                              f"{name}: the gzip stream ends early (file cut off at "
-                              f"{done:,} bytes); kept the data that was complete."))
-    if progress:
-        progress(1.0)
-    return b"".join(parts), notes
-
-
-def _gunzip_bytes(data: bytes, name: str) -> tuple[bytes, list[Note]]:
-    import io
-
-    return _gunzip_stream(io.BytesIO(data), len(data), name, None)
+                if chunk[:2] != GZIP_MAGIC:  # trailing garbage after the last member
+                    return
+                d = zlib.decompressobj(wbits=31)  # a further gzip member follows
+    if not d.eof:
+        tail = d.flush()
+        if tail:
+            yield tail
+        notes.append(Note("warning", "gzip_truncated",
+                          f"{name}: the gzip stream ends early (file cut off at {seen:,} "
+                          "bytes); kept the data that was complete."))

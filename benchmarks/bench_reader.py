@@ -1,0 +1,74 @@
+"""Reader speed vs the stdlib baseline, in one invocation (ratios; machines are noisy).
+
+Each measurement runs in a fresh ``python3`` (default settings, GC on):
+- baseline: ``gzip`` decompression + stdlib ``json.loads`` of the file;
+- stepscope: ``stepscope.reader.read_trace`` of the same file (file -> columnar model).
+Prints seconds, the ratio stepscope/baseline and each child's peak RSS.
+
+    python benchmarks/bench_reader.py [TRACE ...]   # default: a x12 ResNet-50 replica (~280 MB)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(HERE, "..", "..", "shared", "traces", "kineto_resnet50",
+                      "resnet50_num_workers_0", "worker0.pt.trace.json.gz")
+
+CHILD = r"""
+import gzip, json, resource, sys, time
+path, mode = sys.argv[1], sys.argv[2]
+t = time.perf_counter()
+if mode == "baseline":
+    with open(path, "rb") as f:
+        data = f.read()
+    if path.endswith(".gz"):
+        data = gzip.decompress(data)
+    doc = json.loads(data)
+    n = len(doc["traceEvents"] if isinstance(doc, dict) else doc)
+else:
+    from stepscope.reader import read_trace
+    n = len(read_trace(path))
+dt = time.perf_counter() - t
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"seconds": dt, "events": n, "rss": rss}))
+"""
+
+
+def measure(path: str, mode: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, path, mode], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def default_trace() -> str:
+    path = os.path.join(HERE, "data", "x12.pt.trace.json.gz")
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        subprocess.run([sys.executable, os.path.join(HERE, "make_big_trace.py"), SOURCE, path,
+                        "--times", "12"], check=True)
+    return path
+
+
+def main(argv: list[str]) -> None:
+    paths = argv or [default_trace()]
+    print(f"{'trace':32} {'JSON MB':>8} {'baseline s':>10} {'stepscope s':>11} {'ratio':>6} "
+          f"{'base RSS MB':>11} {'ours RSS MB':>11}")
+    for path in paths:
+        import gzip
+
+        with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
+            size = sum(len(c) for c in iter(lambda: f.read(1 << 24), b""))
+        base = measure(path, "baseline")
+        ours = measure(path, "stepscope")
+        print(f"{os.path.basename(path)[:32]:32} {size / 1e6:8.0f} {base['seconds']:10.2f} "
+              f"{ours['seconds']:11.2f} {ours['seconds'] / base['seconds']:6.2f} "
+              f"{base['rss'] / 2**20:11.0f} {ours['rss'] / 2**20:11.0f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

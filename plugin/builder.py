@@ -1,0 +1,266 @@
+"""Decoded event structs -> numpy columns of :class:`~stepscope.model.Trace`, chunk by chunk.
+
+:class:`ColumnBuilder` takes the events of a file in consecutive chunks (file order), turns
+each chunk into columns at once (the structs can then be freed) and shares the interning
+tables (strings, threads, shapes, stacks) across chunks. :meth:`ColumnBuilder.finish` joins
+the chunks, applies ``baseTimeNanoseconds``, drops absurd or ill-typed events (with notes)
+and moves the origin to the earliest start.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from typing import Any, Union
+
+import numpy as np
+
+from .columns import float_column, int_column, us_to_ns
+from .decode import Event, TraceObject, decode_any
+from .errors import TraceError
+from .model import EVENT_COLUMNS, MEMORY_COLUMNS, Note, Trace
+from .taxonomy import DEVICE_KINDS, HOST_KINDS, STEP_KINDS, STEP_NAME, Kind, category_kind
+
+#: Events further than this from the median start are absurd (e.g. a `Record Window End`
+#: decades away): ignored for the origin and extent (ns).
+ABSURD_NS = 30 * 24 * 3600 * 10**9
+_STREAM = re.compile(r"(\d+)\s*$")
+
+
+class ColumnBuilder:
+    """Accumulates columns for one trace file; see the module doc."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.name = os.path.basename(path)
+        self.strings: dict[str, int] = {}
+        self.threads: dict[tuple, int] = {}
+        self.shapes: dict[str, int] = {}
+        self.stacks: dict[str, int] = {}
+        self._raw_shapes: dict[bytes, int] = {}
+        self._kind_of: list[int] = []      # string id -> Kind of that string as a category
+        self._is_step: list[bool] = []     # string id -> matches ProfilerStep#N
+        self.chunks: list[dict[str, np.ndarray]] = []
+        self.ok: list[np.ndarray] = []
+        self.memory: list[dict[str, np.ndarray]] = []
+        self.phases: Counter = Counter()
+        self.entries = 0
+
+    # --- per chunk ---------------------------------------------------------------------
+
+    def add(self, events: list[Event]) -> None:
+        """Turn one chunk of decoded events into columns."""
+        self.entries += len(events)
+        phases = [e.ph for e in events]
+        self.phases.update(p if isinstance(p, str) else "?" for p in phases)
+        xs = [e for e, p in zip(events, phases) if p == "X"]
+        mem = [e for e, p in zip(events, phases) if p == "i" and e.name == "[memory]"]
+        if mem:
+            self.memory.append(_memory_columns(mem))
+        if xs:
+            cols, ok = self._event_columns(xs)
+            self.chunks.append(cols)
+            self.ok.append(ok)
+
+    def _intern(self, s: str) -> int:
+        i = self.strings.get(s)
+        if i is None:
+            i = self.strings[s] = len(self.strings)
+            self._kind_of.append(category_kind(s))
+            self._is_step.append(bool(STEP_NAME.match(s)))
+        return i
+
+    def _event_columns(self, xs: list[Event]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        n = len(xs)
+        intern, strings = self._intern, self.strings
+        names = [e.name for e in xs]
+        ok = np.fromiter((type(s) is str for s in names), bool, n)
+        name_ids = np.array([strings[s] if s in strings else intern(s) if type(s) is str else 0
+                             for s in names], dtype=np.int32)
+        cats = [e.cat if type(e.cat) is str else "" for e in xs]
+        cat_ids = np.array([strings[c] if c in strings else intern(c) for c in cats],
+                           dtype=np.int32)
+        pids = [e.pid for e in xs]
+        tids = [e.tid for e in xs]
+        hashable = np.fromiter((type(p) in (int, str) and type(t) in (int, str)
+                                for p, t in zip(pids, tids)), bool, n)
+        ok &= hashable
+        threads = self.threads
+        thread_ids = [threads.setdefault((p, t), len(threads)) if h else 0
+                      for p, t, h in zip(pids, tids, hashable)]
+        start, ok_ts = us_to_ns([e.ts for e in xs])
+        dur, ok_dur = us_to_ns([e.dur for e in xs])
+        ok &= ok_ts & ok_dur & (dur >= 0)
+
+        kind = np.array(self._kind_of, dtype=np.uint8)[cat_ids]
+        _legacy_kinds(kind, cats, pids)
+        is_step = np.array(self._is_step, dtype=bool)[name_ids]
+        kind[is_step & np.isin(kind, STEP_KINDS)] = Kind.STEP
+
+        args = [e.args for e in xs]
+        cols = {
+            "kind": kind, "cat": cat_ids, "name": name_ids,
+            "thread": np.array(thread_ids, dtype=np.int32), "start": start, "dur": dur,
+            **_link_columns(args, kind, pids, tids),
+            **_kernel_columns(args, kind),
+        }
+        cols["shape"], cols["stack"] = self._host_columns(args, kind)
+        return cols, ok
+
+    def _host_columns(self, args: list, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Input shapes (printed as torch prints them) and call stacks of host events."""
+        n = len(args)
+        shape = np.full(n, -1, dtype=np.int32)
+        stack = np.full(n, -1, dtype=np.int32)
+        raw_ids, shapes, stacks = self._raw_shapes, self.shapes, self.stacks
+        for i in np.flatnonzero(np.isin(kind, HOST_KINDS)):
+            a = args[i]
+            if a is None:
+                continue
+            raw = bytes(a.input_dims) or bytes(a.input_dims_lc)
+            if raw:
+                sid = raw_ids.get(raw)
+                if sid is None:
+                    sid = raw_ids[raw] = shapes.setdefault(_format_dims(raw), len(shapes))
+                shape[i] = sid
+            if type(a.call_stack) is str and a.call_stack:
+                stack[i] = stacks.setdefault(a.call_stack, len(stacks))
+        return shape, stack
+
+    # --- whole file ----------------------------------------------------------------------
+
+    def finish(self, top: TraceObject, notes: list[Note]) -> Trace:
+        """Join the chunks into a :class:`Trace` (origin = earliest kept start)."""
+        name = self.name
+        if not self.chunks and not self.memory:
+            raise TraceError("no events", f"{name} holds no duration events "
+                             f"({self.entries:,} entries in all). Was the profiler stopped "
+                             "before the first step?", file=name)
+        cols = _concat(self.chunks, EVENT_COLUMNS)
+        ok = np.concatenate(self.ok) if self.ok else np.zeros(0, dtype=bool)
+        self.chunks, self.ok = [], []
+        base_ns = top.baseTimeNanoseconds if type(top.baseTimeNanoseconds) is int else 0
+        start, dur = cols["start"], cols["dur"]
+        if ok.any():  # absurd timestamps: far from the bulk of the trace
+            mid = int(np.median(start[ok]))
+            absurd = ok & ((np.abs(start - mid) > ABSURD_NS) | (dur > ABSURD_NS))
+            if absurd.any():
+                notes.append(Note("warning", "absurd_timestamps",
+                                  f"{name}: ignored {int(absurd.sum()):,} events with "
+                                  "timestamps more than 30 days away from the rest of the trace."))
+                ok &= ~absurd
+        dropped = int((~ok).sum())
+        if dropped:
+            notes.append(Note("warning", "dropped_events",
+                              f"{name}: dropped {dropped:,} events with missing or ill-typed "
+                              "name, pid/tid, ts or dur."))
+        if dropped:
+            cols = {k: v[ok] for k, v in cols.items()}
+        if not len(cols["kind"]) and not self.memory:
+            raise TraceError("no usable events", f"{name}: none of its {len(ok):,} duration "
+                             "events has a valid name, pid/tid, ts and dur.", file=name)
+        origin_rel = int(cols["start"].min()) if len(cols["kind"]) else 0
+        cols["start"] -= origin_rel
+        memory = _concat(self.memory, MEMORY_COLUMNS)
+        memory["ts"] -= origin_rel
+        return Trace(
+            path=self.path, origin_ns=base_ns + origin_rel, events=cols,
+            strings=list(self.strings), threads=list(self.threads), shapes=list(self.shapes),
+            stacks=list(self.stacks), memory=memory,
+            device_properties=[d for d in top.deviceProperties if isinstance(d, dict)]
+            if isinstance(top.deviceProperties, list) else [],
+            distributed_info=top.distributedInfo if isinstance(top.distributedInfo, dict) else {},
+            metadata={k: getattr(top, k) for k in TraceObject.__struct_fields__
+                      if k not in ("traceEvents", "deviceProperties", "distributedInfo")
+                      and getattr(top, k) is not None},
+            notes=notes, phase_counts=dict(self.phases),
+        )
+
+
+def _concat(chunks: list[dict[str, np.ndarray]], spec: dict) -> dict[str, np.ndarray]:
+    return {k: (np.concatenate([c[k] for c in chunks]) if chunks else np.zeros(0)).astype(
+        dtype, copy=False) for k, (dtype, _) in spec.items()}
+
+
+def _legacy_kinds(kind: np.ndarray, cats: list[str], pids: list) -> None:
+    """Legacy ``torch.autograd.profiler`` exports carry no ``cat``: use the pid label."""
+    if all(cats):
+        return
+    for i, (c, p) in enumerate(zip(cats, pids)):
+        if not c and isinstance(p, str):
+            if p == "CPU functions":
+                kind[i] = Kind.HOST_OP
+            elif p == "CUDA functions":
+                kind[i] = Kind.KERNEL
+
+
+def _lane_int(v: Union[int, str, None]) -> int:
+    """Device/stream number from an int or a label such as ``"stream 7"``; -1 if none."""
+    if type(v) is int:
+        return v
+    m = _STREAM.search(v) if isinstance(v, str) else None
+    return int(m.group(1)) if m else -1
+
+
+def _link_columns(args: list, kind: np.ndarray, pids: list, tids: list) -> dict:
+    corr = int_column([a.correlation if a is not None else None for a in args])
+    ext = int_column([(a.external_id if a.external_id is not None else a.external_id_lc)
+                      if a is not None else None for a in args])
+    device = np.full(len(args), -1, dtype=np.int64)
+    stream = np.full(len(args), -1, dtype=np.int64)
+    for i in np.flatnonzero(np.isin(kind, DEVICE_KINDS)):
+        a = args[i]
+        d = a.device if a is not None and type(a.device) is int else _lane_int(pids[i])
+        s = a.stream if a is not None and type(a.stream) is int else _lane_int(tids[i])
+        device[i], stream[i] = d, s
+    return {"correlation": corr, "external_id": ext, "device": device, "stream": stream}
+
+
+def _kernel_columns(args: list, kind: np.ndarray) -> dict:
+    n = len(args)
+    blocks = np.full(n, -1, dtype=np.int64)
+    tpb = np.full(n, -1, dtype=np.int64)
+    bps = np.full(n, np.nan)
+    occ = np.full(n, np.nan)
+    rows = np.flatnonzero(kind == Kind.KERNEL)
+    if len(rows):
+        sub = [args[i] for i in rows]
+        blocks[rows] = [_product(a.grid) if a is not None else -1 for a in sub]
+        tpb[rows] = [_product(a.block) if a is not None else -1 for a in sub]
+        bps[rows] = float_column([a.blocks_per_sm if a is not None else None for a in sub])
+        occ[rows] = float_column([a.occupancy if a is not None else None for a in sub])
+    return {"blocks": blocks, "threads_per_block": tpb, "blocks_per_sm": bps, "occupancy": occ}
+
+
+def _product(dims: Any) -> int:
+    if not isinstance(dims, list) or not dims or not all(type(d) is int and d >= 0 for d in dims):
+        return -1
+    out = 1
+    for d in dims:
+        out *= d
+    return out if out < 2**62 else -1
+
+
+def _format_dims(raw: bytes) -> str:
+    """``b'[[32,3,224,224], []]'`` -> ``"[[32, 3, 224, 224], []]"`` (torch's printing)."""
+    try:
+        return str(decode_any(raw))
+    except Exception:  # noqa: BLE001 - damaged dims text is shown as it is
+        return raw.decode("utf-8", "replace")
+
+
+def _memory_columns(mem: list[Event]) -> dict:
+    """Columns of ``[memory]`` instants; ts in ns relative to the file's time base."""
+    args = [e.args for e in mem]
+    ts, ok = us_to_ns([e.ts for e in mem])
+
+    def col(field: str) -> np.ndarray:
+        return int_column([getattr(a, field) if a is not None else None for a in args])
+
+    out = {
+        "ts": ts, "device_type": col("device_type"), "device_id": col("device_id"),
+        "bytes": col("bytes"), "total_allocated": col("total_allocated"),
+        "total_reserved": col("total_reserved"),
+    }
+    return {k: v[ok] for k, v in out.items()}

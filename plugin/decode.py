@@ -1,0 +1,275 @@
+"""JSON bytes -> msgspec event structs, in bounded chunks, repairing damage (SPEC §1.3-1.4).
+
+Only the keys the model needs are decoded (unknown keys are skipped in C). Floats are decoded
+as their text (``float_hook=str``) so timestamps stay exact (see :mod:`stepscope.columns`).
+
+Big files are never decoded in one piece: :func:`iter_chunks` cuts the ``traceEvents``
+array at event boundaries (``}`` ``,`` ``{`` between two top-level events) and decodes each
+chunk as its own JSON list, so memory stays bounded by the chunk size. A cut that lands
+inside an event fails to decode and an earlier boundary is tried, so a misleading ``},{``
+inside ``args`` cannot corrupt the result. Whatever the fast path cannot handle is decoded
+as a whole document by :func:`decode_document`, which applies :mod:`stepscope.repair`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any, Optional, Union
+
+import msgspec
+
+from . import repair
+from .errors import TraceError
+from .model import Note
+
+F = msgspec.field
+_MAX_REPAIRS = 16
+_POS = re.compile(r"\(byte (\d+)\)")
+CHUNK_BYTES = 32 << 20  # decode the event list in pieces of about this size
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_PREFIX_LIMIT = 64 << 20  # metadata before traceEvents larger than this: decode whole
+
+
+class Args(msgspec.Struct, gc=False):
+    """The ``args`` keys the model reads; all others are skipped unparsed."""
+
+    correlation: Any = None
+    external_id: Any = F(default=None, name="External id")
+    external_id_lc: Any = F(default=None, name="external id")
+    device: Any = None
+    stream: Any = None
+    grid: Any = None
+    block: Any = None
+    blocks_per_sm: Any = F(default=None, name="blocks per SM")
+    occupancy: Any = F(default=None, name="est. achieved occupancy %")
+    input_dims: msgspec.Raw = F(default=msgspec.Raw(b""), name="Input Dims")
+    input_dims_lc: msgspec.Raw = F(default=msgspec.Raw(b""), name="Input dims")
+    call_stack: Any = F(default=None, name="Call stack")
+    device_type: Any = F(default=None, name="Device Type")
+    device_id: Any = F(default=None, name="Device Id")
+    bytes: Any = F(default=None, name="Bytes")
+    total_allocated: Any = F(default=None, name="Total Allocated")
+    total_reserved: Any = F(default=None, name="Total Reserved")
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: Optional[Args] = None
+
+
+class TraceObject(msgspec.Struct):
+    """Top level of a Kineto trace object; only these keys are decoded."""
+
+    traceEvents: Union[list[Event], msgspec.UnsetType] = msgspec.UNSET
+    schemaVersion: Any = None
+    deviceProperties: Any = None
+    distributedInfo: Any = None
+    baseTimeNanoseconds: Any = None
+    displayTimeUnit: Any = None
+    traceName: Any = None
+    with_stack: Any = None
+    with_modules: Any = None
+    with_flops: Any = None
+    record_shapes: Any = None
+    profile_memory: Any = None
+    trace_id: Any = None
+
+
+_OBJ = msgspec.json.Decoder(TraceObject, float_hook=str)
+_LIST = msgspec.json.Decoder(list[Event], float_hook=str)
+_ANY = msgspec.json.Decoder(float_hook=str)
+_ONE = msgspec.json.Decoder(Event, float_hook=str)
+
+
+def decode_any(raw: bytes) -> Any:
+    """Decode a small JSON value untyped (floats as text)."""
+    return _ANY.decode(raw)
+
+
+# --- chunked fast path -------------------------------------------------------------------------
+
+
+class NeedWholeDocument(Exception):
+    """The chunked path cannot handle this file; decode it whole (with repairs)."""
+
+
+def iter_chunks(pieces: Iterable[bytes], name: str, notes: list[Note]
+                ) -> Iterator[Union[list[Event], TraceObject]]:
+    """Yield lists of events in file order, then the :class:`TraceObject` (top-level keys).
+
+    ``pieces`` are consecutive slices of the file's JSON bytes. Raises
+    :class:`NeedWholeDocument` before yielding anything it cannot stand behind... or after:
+    the caller must then discard what it got and call :func:`decode_document`.
+    """
+    it = iter(pieces)
+    carry = b""
+    for piece in it:
+        carry += piece
+        stripped = carry.lstrip()
+        if stripped:
+            break
+    stripped = carry.lstrip()
+    if not stripped or stripped[:1] not in (b"{", b"["):
+        raise NeedWholeDocument
+    is_object = stripped[:1] == b"{"
+    top = TraceObject()
+    if is_object:
+        while True:
+            m = _EVENTS_KEY.search(carry)
+            if m:
+                break
+            piece = next(it, None)
+            if piece is None or len(carry) > _PREFIX_LIMIT:
+                raise NeedWholeDocument
+            carry += piece
+        try:
+            top = _OBJ.decode(carry[: m.end()] + b"]}")
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            raise NeedWholeDocument from None
+        carry = carry[m.end():]
+    else:
+        carry = stripped[1:]
+    for piece in it:
+        carry += piece
+        if len(carry) < CHUNK_BYTES:
+            continue
+        events, carry = _split(carry)
+        if events is None:
+            if len(carry) > 8 * CHUNK_BYTES:  # no decodable cut in 256 MB: damaged
+                raise NeedWholeDocument
+            continue
+        yield events
+    # the rest: last events, then the array's end and any top-level keys after it
+    try:
+        if is_object:
+            tail = _OBJ.decode(b'{"traceEvents": [' + carry)
+        else:
+            tail = TraceObject(traceEvents=_LIST.decode(b"[" + carry))
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        raise NeedWholeDocument from None
+    yield tail.traceEvents
+    for field in TraceObject.__struct_fields__:
+        if field != "traceEvents" and getattr(top, field) is None:
+            setattr(top, field, getattr(tail, field))
+    yield top
+
+
+def _split(carry: bytes) -> tuple[Optional[list[Event]], bytes]:
+    """Decode the longest prefix of ``carry`` that ends at an event boundary."""
+    window = max(0, len(carry) - (1 << 20))
+    cuts = [m.start() for m in _BOUNDARY.finditer(carry, window)] or \
+        [m.start() for m in _BOUNDARY.finditer(carry)]
+    for cut in reversed(cuts[-4:]):
+        try:
+            events = _LIST.decode(b"[" + carry[: cut + 1] + b"]")
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            continue
+        rest = carry[cut + 1:]
+        return events, rest[rest.index(b"{"):]
+    return None, carry
+
+
+# --- whole document, with repairs ---------------------------------------------------------------
+
+
+def decode_document(buf: bytes, name: str) -> tuple[TraceObject, list[Event], list[Note]]:
+    """Strict decode, then one repair at a time until it decodes (or cannot be repaired)."""
+    notes: list[Note] = []
+    buf, more = repair.strip_bom(buf, name)
+    notes += more
+    first = buf.lstrip()[:1]
+    if not first:
+        raise TraceError("empty file", f"{name} is empty. A trace is written when the profiler "
+                         "finishes; re-run the job or remove the file.", file=name)
+    if first not in (b"{", b"["):
+        raise not_json(buf, name, len(buf) - len(buf.lstrip()))
+    is_object = first == b"{"
+    decoder = _OBJ if is_object else _LIST
+    for _ in range(_MAX_REPAIRS):
+        try:
+            decoded = decoder.decode(buf)
+            break
+        except msgspec.ValidationError:  # ill-typed container somewhere: per-event path
+            decoded = _lenient(buf, is_object, name, notes)
+            break
+        except UnicodeDecodeError:
+            buf, note = repair.fix_utf8(buf, name)
+        except msgspec.DecodeError as e:
+            msg = str(e)
+            if "truncated" in msg:
+                cut = repair.cut_truncated(buf, decoder.decode, name, is_object)
+                if cut is None:
+                    raise TraceError("truncated before the first complete event",
+                                     f"{name} ends at byte {len(buf):,} before any event was "
+                                     "complete. Re-run the profiler.", file=name,
+                                     position=repair.position(buf, len(buf))) from e
+                decoded, note = cut
+                notes.append(note)
+                break
+            m = _POS.search(msg)
+            byte = int(m.group(1)) if m else 0
+            fix = repair.fix_at(buf, byte, name)
+            if fix is None:
+                raise not_json(buf, name, byte, msg) from e
+            buf, note = fix
+        notes.append(note)
+    else:
+        raise TraceError("too damaged to repair", f"{name} needed more than {_MAX_REPAIRS} "
+                         "repairs. Re-export the trace.", file=name)
+    if is_object:
+        if decoded.traceEvents is msgspec.UNSET:
+            raise TraceError("not a trace", f"{name} is JSON but has no 'traceEvents' list. "
+                             "Point Stepscope at torch.profiler output "
+                             "(tensorboard_trace_handler or export_chrome_trace).", file=name)
+        return decoded, decoded.traceEvents, notes
+    return TraceObject(), decoded, notes
+
+
+def not_json(buf: bytes, name: str, byte: int, why: str = "") -> TraceError:
+    snippet = buf[byte: byte + 40].decode("utf-8", "replace")
+    return TraceError("not JSON", f"{name} is not a JSON trace (at byte {byte:,}: "
+                      f"{snippet!r}{'; ' + why if why else ''}). Is it a profiler trace?",
+                      file=name, position=repair.position(buf, byte))
+
+
+def _lenient(buf: bytes, is_object: bool, name: str, notes: list[Note]):
+    """Decode untyped, then keep each event that converts; count the dropped ones."""
+    raw = _ANY.decode(buf)
+    if is_object:
+        if not isinstance(raw, dict):
+            raise TraceError("not a trace", f"{name}: top level is not an object.", file=name)
+        events = raw.pop("traceEvents", msgspec.UNSET)
+        top = msgspec.convert({k: v for k, v in raw.items() if k in TraceObject.__struct_fields__},
+                              TraceObject)
+        if events is not msgspec.UNSET and not isinstance(events, list):
+            raise TraceError("not a trace", f"{name}: 'traceEvents' is a "
+                             f"{type(events).__name__}, not a list of events.", file=name)
+    else:
+        events, top = raw, None
+    kept, bad_args, dropped = [], 0, 0
+    for ev in events or []:
+        if not isinstance(ev, dict):
+            dropped += 1
+            continue
+        try:
+            kept.append(_ONE.decode(msgspec.json.encode(ev)))
+        except msgspec.ValidationError:
+            ev.pop("args", None)
+            bad_args += 1
+            kept.append(_ONE.decode(msgspec.json.encode(ev)))
+    if dropped or bad_args:
+        notes.append(Note("warning", "ill_typed_events",
+                          f"{name}: dropped {dropped:,} entries that are not events; ignored "
+                          f"the args of {bad_args:,} events whose args were malformed."))
+    if is_object:
+        top.traceEvents = kept if events is not msgspec.UNSET else msgspec.UNSET
+        return top
+    return kept
