@@ -1,0 +1,177 @@
+"""Disk cache of analysed traces: JSON payloads plus numpy arrays, no pickle (SPEC §3, issue 5).
+
+One entry per trace file, keyed by the file's real path, size, ``mtime_ns``, inode, the
+cache format and the package version, so a changed or replaced file never hits a stale
+entry. An entry is a folder::
+
+    <root>/v<FORMAT>/<key[:2]>/<key>/
+        meta.json          JSON payloads (orjson)
+        <name>.npy         one array each (np.save, loaded with allow_pickle=False, mmap)
+        manifest.json      sizes and blake2b checksums of the files above; written last
+
+Writes go to a temporary folder that is renamed into place (atomic: readers see a whole
+entry or none; two servers sharing the folder never see each other's half-written files).
+A corrupt entry (bad checksum, unreadable file) is removed and reported as a miss. After
+each write, least-recently-used entries are evicted down to ``max_bytes``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import orjson
+
+from . import __version__
+
+FORMAT = 1
+DEFAULT_MAX_BYTES = 4 << 30
+
+
+def default_root() -> str:
+    """``$STEPSCOPE_CACHE_DIR``, else ``$XDG_CACHE_HOME/stepscope``, else ``~/.cache/stepscope``."""
+    if os.environ.get("STEPSCOPE_CACHE_DIR"):
+        return os.environ["STEPSCOPE_CACHE_DIR"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "stepscope")
+
+
+def _digest(path: str) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class Entry:
+    """A cache hit: ``meta`` (JSON) and lazily loaded, checksum-verified arrays."""
+
+    folder: str
+    meta: dict
+    manifest: dict
+    _arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def names(self) -> list[str]:
+        return [n[:-4] for n in self.manifest["files"] if n.endswith(".npy")]
+
+    def array(self, name: str) -> np.ndarray:
+        """The array ``name`` (memory-mapped, read-only). Raises ``KeyError``/``ValueError``
+        when missing or corrupt."""
+        if name not in self._arrays:
+            fname = name + ".npy"
+            path = os.path.join(self.folder, fname)
+            if _digest(path) != self.manifest["files"][fname]["blake2b"]:
+                raise ValueError(f"cache array {name} is corrupt")
+            self._arrays[name] = np.load(path, mmap_mode="r", allow_pickle=False)
+        return self._arrays[name]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {n: self.array(n) for n in self.names()}
+
+
+class DiskCache:
+    """See the module doc. ``root=None`` uses :func:`default_root`."""
+
+    def __init__(self, root: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.root = os.path.join(root or default_root(), f"v{FORMAT}")
+        self.max_bytes = max_bytes
+
+    def key(self, path: str) -> str:
+        """Key of the file's current version (raises OSError if it is gone)."""
+        real = os.path.realpath(path)
+        st = os.stat(real)
+        ident = f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{FORMAT}\0{__version__}"
+        return hashlib.sha256(ident.encode("utf-8", "surrogateescape")).hexdigest()
+
+    def _folder(self, key: str) -> str:
+        return os.path.join(self.root, key[:2], key)
+
+    def get(self, path: str) -> Entry | None:
+        """The entry for the file's current version, or None (missing, stale or corrupt)."""
+        try:
+            folder = self._folder(self.key(path))
+            with open(os.path.join(folder, "manifest.json"), "rb") as f:
+                manifest = orjson.loads(f.read())
+            meta_path = os.path.join(folder, "meta.json")
+            if _digest(meta_path) != manifest["files"]["meta.json"]["blake2b"]:
+                raise ValueError("meta.json checksum mismatch")
+            with open(meta_path, "rb") as f:
+                meta = orjson.loads(f.read())
+            now = time.time()
+            os.utime(os.path.join(folder, "manifest.json"), (now, now))  # LRU clock
+            return Entry(folder, meta, manifest)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+            self.discard(path)
+            return None
+
+    def put(self, path: str, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Store an entry for the file's current version (atomic; a concurrent twin wins)."""
+        key = self.key(path)
+        final = self._folder(key)
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".tmp-{key[:8]}-", dir=os.path.dirname(final))
+        try:
+            files = {}
+            with open(os.path.join(tmp, "meta.json"), "wb") as f:
+                f.write(orjson.dumps(meta, option=orjson.OPT_SERIALIZE_NUMPY))
+            for name, arr in arrays.items():
+                np.save(os.path.join(tmp, name + ".npy"), np.asarray(arr), allow_pickle=False)
+            for fname in os.listdir(tmp):
+                p = os.path.join(tmp, fname)
+                files[fname] = {"size": os.path.getsize(p), "blake2b": _digest(p)}
+            with open(os.path.join(tmp, "manifest.json"), "wb") as f:
+                f.write(orjson.dumps({"files": files, "source": os.path.realpath(path),
+                                      "version": __version__, "created": time.time()}))
+            try:
+                os.rename(tmp, final)
+            except OSError:  # another process stored it first: keep theirs
+                shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self.evict()
+
+    def discard(self, path: str) -> None:
+        """Remove the entry of the file's current version, if any."""
+        try:
+            shutil.rmtree(self._folder(self.key(path)), ignore_errors=True)
+        except OSError:
+            pass
+
+    def evict(self) -> None:
+        """Remove least-recently-used entries until the cache holds at most ``max_bytes``."""
+        entries = []
+        total = 0
+        for shard in _listdir(self.root):
+            for key in _listdir(os.path.join(self.root, shard)):
+                folder = os.path.join(self.root, shard, key)
+                if key.startswith(".tmp-"):
+                    continue
+                try:
+                    size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+                    used = os.path.getmtime(os.path.join(folder, "manifest.json"))
+                except OSError:
+                    continue
+                entries.append((used, size, folder))
+                total += size
+        for _used, size, folder in sorted(entries):
+            if total <= self.max_bytes:
+                break
+            shutil.rmtree(folder, ignore_errors=True)
+            total -= size
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []

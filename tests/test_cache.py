@@ -1,0 +1,111 @@
+"""Disk cache: hit, invalidation on change, corrupt entries, eviction, two processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from stepscope.cache import DiskCache
+
+
+@pytest.fixture
+def trace_file(tmp_path):
+    p = tmp_path / "w.pt.trace.json"
+    p.write_text('{"traceEvents": []}')
+    return str(p)
+
+
+def test_hit_returns_what_was_stored(tmp_path, trace_file):
+    cache = DiskCache(str(tmp_path / "c"))
+    assert cache.get(trace_file) is None
+    cache.put(trace_file, {"overview": {"a": 1}}, {"start": np.arange(5, dtype=np.int64)})
+    hit = cache.get(trace_file)
+    assert hit.meta == {"overview": {"a": 1}}
+    assert hit.array("start").tolist() == [0, 1, 2, 3, 4]
+    assert hit.names() == ["start"]
+
+
+def test_changed_file_is_a_miss(tmp_path, trace_file):
+    cache = DiskCache(str(tmp_path / "c"))
+    cache.put(trace_file, {"v": 1}, {})
+    with open(trace_file, "a") as f:
+        f.write(" ")
+    assert cache.get(trace_file) is None
+    os.replace(trace_file, trace_file + ".x")  # replaced by another file of equal size
+    with open(trace_file, "w") as f:
+        f.write('{"traceEvents": []} ')
+    assert cache.get(trace_file) is None
+
+
+def test_corrupt_meta_is_rebuilt_not_fatal(tmp_path, trace_file):
+    cache = DiskCache(str(tmp_path / "c"))
+    cache.put(trace_file, {"v": 1}, {"a": np.ones(3)})
+    folder = cache._folder(cache.key(trace_file))
+    with open(os.path.join(folder, "meta.json"), "r+b") as f:
+        f.write(b"XX")
+    assert cache.get(trace_file) is None
+    assert not os.path.exists(folder)
+    cache.put(trace_file, {"v": 2}, {"a": np.ones(3)})
+    assert cache.get(trace_file).meta == {"v": 2}
+
+
+def test_corrupt_array_raises_on_access(tmp_path, trace_file):
+    cache = DiskCache(str(tmp_path / "c"))
+    cache.put(trace_file, {}, {"a": np.arange(1000)})
+    folder = cache._folder(cache.key(trace_file))
+    with open(os.path.join(folder, "a.npy"), "r+b") as f:
+        f.seek(500)
+        f.write(b"\xff\xff")
+    with pytest.raises(ValueError):
+        cache.get(trace_file).array("a")
+
+
+def test_lru_eviction(tmp_path):
+    cache = DiskCache(str(tmp_path / "c"))
+    files = []
+    for i in range(4):
+        p = tmp_path / f"w{i}.json"
+        p.write_text(str(i))
+        files.append(str(p))
+        cache.put(str(p), {}, {"a": np.zeros(1000)})  # ~8 KB each
+        os.utime(os.path.join(cache._folder(cache.key(str(p))), "manifest.json"),
+                 (1000 + i, 1000 + i))
+    cache.get(files[0])  # touch: most recently used
+    cache.max_bytes = 30_000  # room for three of the four
+    cache.evict()
+    present = [cache.get(f) is not None for f in files]
+    assert present[0] and present[3] and not present[1]
+
+
+def test_env_var_sets_root(tmp_path, monkeypatch):
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "envcache"))
+    assert DiskCache().root.startswith(str(tmp_path / "envcache"))
+
+
+CHILD = """
+import sys, numpy as np
+from stepscope.cache import DiskCache
+c = DiskCache(sys.argv[1])
+for i in range(20):
+    c.put(sys.argv[2], {"i": i}, {"a": np.arange(20000) + int(sys.argv[3])})
+    hit = c.get(sys.argv[2])
+    if hit is not None:
+        a = hit.array("a")
+        assert a[1] - a[0] == 1 and len(a) == 20000
+print("ok")
+"""
+
+
+def test_two_processes_share_a_cache(tmp_path, trace_file):
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path / "c"), trace_file,
+                               str(k)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for k in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        assert out.strip() == "ok"
+    assert DiskCache(str(tmp_path / "c")).get(trace_file) is not None
