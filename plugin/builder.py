@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter
-from typing import Any, Union
+from collections import Counter, defaultdict
+from typing import Union
 
 import numpy as np
 
@@ -34,8 +34,8 @@ class ColumnBuilder:
     def __init__(self, path: str):
         self.path = path
         self.name = os.path.basename(path)
-        self.strings: dict[str, int] = {}
-        self.threads: dict[tuple, int] = {}
+        self.strings: dict[str, int] = _interner()
+        self.threads: dict[tuple, int] = _interner()
         self.shapes: dict[str, int] = {}
         self.stacks: dict[str, int] = {}
         self._raw_shapes: dict[bytes, int] = {}
@@ -53,7 +53,7 @@ class ColumnBuilder:
         """Turn one chunk of decoded events into columns."""
         self.entries += len(events)
         phases = [e.ph for e in events]
-        self.phases.update(p if isinstance(p, str) else "?" for p in phases)
+        self.phases.update(phases)
         xs = [e for e, p in zip(events, phases) if p == "X"]
         mem = [e for e, p in zip(events, phases) if p == "i" and e.name == "[memory]"]
         if mem:
@@ -63,45 +63,41 @@ class ColumnBuilder:
             self.chunks.append(cols)
             self.ok.append(ok)
 
-    def _intern(self, s: str) -> int:
-        i = self.strings.get(s)
-        if i is None:
-            i = self.strings[s] = len(self.strings)
-            self._kind_of.append(category_kind(s))
-            self._is_step.append(bool(STEP_NAME.match(s)))
-        return i
+    def _ids(self, values: list) -> np.ndarray:
+        """Intern strings (``None`` -> ``""``) and return their ids; new strings also get
+        their kind-as-category and is-a-step-name flags."""
+        ids = np.fromiter(map(self.strings.__getitem__, values), np.int32, len(values))
+        for s in list(self.strings)[len(self._kind_of):]:
+            self._kind_of.append(category_kind(s) if s is not None else Kind.OTHER)
+            self._is_step.append(bool(STEP_NAME.match(s)) if s is not None else False)
+        return ids
 
     def _event_columns(self, xs: list[Event]) -> tuple[dict[str, np.ndarray], np.ndarray]:
         n = len(xs)
-        intern, strings = self._intern, self.strings
         names = [e.name for e in xs]
-        ok = np.fromiter((type(s) is str for s in names), bool, n)
-        name_ids = np.array([strings[s] if s in strings else intern(s) if type(s) is str else 0
-                             for s in names], dtype=np.int32)
-        cats = [e.cat if type(e.cat) is str else "" for e in xs]
-        cat_ids = np.array([strings[c] if c in strings else intern(c) for c in cats],
-                           dtype=np.int32)
+        cats = [e.cat for e in xs]
+        name_ids = self._ids(names)
+        cat_ids = self._ids(cats)
+        ok = name_ids != self.strings.get(None, -1)
         pids = [e.pid for e in xs]
         tids = [e.tid for e in xs]
-        hashable = np.fromiter((type(p) in (int, str) and type(t) in (int, str)
-                                for p, t in zip(pids, tids)), bool, n)
-        ok &= hashable
-        threads = self.threads
-        thread_ids = [threads.setdefault((p, t), len(threads)) if h else 0
-                      for p, t, h in zip(pids, tids, hashable)]
+        thread_ids = np.fromiter(map(self.threads.__getitem__, zip(pids, tids)), np.int32, n)
+        ok &= np.array([p is not None and t is not None for p, t in self.threads],
+                       dtype=bool)[thread_ids]
         start, ok_ts = us_to_ns([e.ts for e in xs])
         dur, ok_dur = us_to_ns([e.dur for e in xs])
         ok &= ok_ts & ok_dur & (dur >= 0)
 
         kind = np.array(self._kind_of, dtype=np.uint8)[cat_ids]
-        _legacy_kinds(kind, cats, pids)
+        if None in cats:
+            _legacy_kinds(kind, cats, pids)
         is_step = np.array(self._is_step, dtype=bool)[name_ids]
         kind[is_step & np.isin(kind, STEP_KINDS)] = Kind.STEP
 
         args = [e.args for e in xs]
         cols = {
             "kind": kind, "cat": cat_ids, "name": name_ids,
-            "thread": np.array(thread_ids, dtype=np.int32), "start": start, "dur": dur,
+            "thread": thread_ids, "start": start, "dur": dur,
             **_link_columns(args, kind, pids, tids),
             **_kernel_columns(args, kind),
         }
@@ -114,7 +110,7 @@ class ColumnBuilder:
         shape = np.full(n, -1, dtype=np.int32)
         stack = np.full(n, -1, dtype=np.int32)
         raw_ids, shapes, stacks = self._raw_shapes, self.shapes, self.stacks
-        for i in np.flatnonzero(np.isin(kind, HOST_KINDS)):
+        for i in np.flatnonzero(np.isin(kind, HOST_KINDS)).tolist():
             a = args[i]
             if a is None:
                 continue
@@ -166,7 +162,7 @@ class ColumnBuilder:
         memory["ts"] -= origin_rel
         return Trace(
             path=self.path, origin_ns=base_ns + origin_rel, events=cols,
-            strings=list(self.strings), threads=list(self.threads), shapes=list(self.shapes),
+            strings=["" if s is None else s for s in self.strings], threads=list(self.threads), shapes=list(self.shapes),
             stacks=list(self.stacks), memory=memory,
             device_properties=[d for d in top.deviceProperties if isinstance(d, dict)]
             if isinstance(top.deviceProperties, list) else [],
@@ -185,10 +181,8 @@ def _concat(chunks: list[dict[str, np.ndarray]], spec: dict) -> dict[str, np.nda
 
 def _legacy_kinds(kind: np.ndarray, cats: list[str], pids: list) -> None:
     """Legacy ``torch.autograd.profiler`` exports carry no ``cat``: use the pid label."""
-    if all(cats):
-        return
     for i, (c, p) in enumerate(zip(cats, pids)):
-        if not c and isinstance(p, str):
+        if c is None and isinstance(p, str):
             if p == "CPU functions":
                 kind[i] = Kind.HOST_OP
             elif p == "CUDA functions":
@@ -209,7 +203,7 @@ def _link_columns(args: list, kind: np.ndarray, pids: list, tids: list) -> dict:
                       if a is not None else None for a in args])
     device = np.full(len(args), -1, dtype=np.int64)
     stream = np.full(len(args), -1, dtype=np.int64)
-    for i in np.flatnonzero(np.isin(kind, DEVICE_KINDS)):
+    for i in np.flatnonzero(np.isin(kind, DEVICE_KINDS)).tolist():
         a = args[i]
         d = a.device if a is not None and type(a.device) is int else _lane_int(pids[i])
         s = a.stream if a is not None and type(a.stream) is int else _lane_int(tids[i])
@@ -228,18 +222,25 @@ def _kernel_columns(args: list, kind: np.ndarray) -> dict:
         sub = [args[i] for i in rows]
         blocks[rows] = [_product(a.grid) if a is not None else -1 for a in sub]
         tpb[rows] = [_product(a.block) if a is not None else -1 for a in sub]
+
         bps[rows] = float_column([a.blocks_per_sm if a is not None else None for a in sub])
         occ[rows] = float_column([a.occupancy if a is not None else None for a in sub])
     return {"blocks": blocks, "threads_per_block": tpb, "blocks_per_sm": bps, "occupancy": occ}
 
 
-def _product(dims: Any) -> int:
-    if not isinstance(dims, list) or not dims or not all(type(d) is int and d >= 0 for d in dims):
+def _product(dims: tuple[int, int, int] | None) -> int:
+    """Grid/block size: ``(x, y, z)`` -> ``x*y*z``; -1 when unknown or nonsensical."""
+    if dims is None:
         return -1
-    out = 1
-    for d in dims:
-        out *= d
-    return out if out < 2**62 else -1
+    out = dims[0] * dims[1] * dims[2]
+    return out if 0 <= out < 2**62 and min(dims) >= 0 else -1
+
+
+def _interner() -> dict:
+    """A dict that gives each new key the next id: ``d[key]`` interns ``key``."""
+    d: defaultdict = defaultdict()
+    d.default_factory = d.__len__
+    return d
 
 
 def _format_dims(raw: bytes) -> str:

@@ -40,8 +40,8 @@ class Args(msgspec.Struct, gc=False):
     external_id_lc: Any = F(default=None, name="external id")
     device: Any = None
     stream: Any = None
-    grid: Any = None
-    block: Any = None
+    grid: Optional[tuple[int, int, int]] = None
+    block: Optional[tuple[int, int, int]] = None
     blocks_per_sm: Any = F(default=None, name="blocks per SM")
     occupancy: Any = F(default=None, name="est. achieved occupancy %")
     input_dims: msgspec.Raw = F(default=msgspec.Raw(b""), name="Input Dims")
@@ -55,12 +55,15 @@ class Args(msgspec.Struct, gc=False):
 
 
 class Event(msgspec.Struct, gc=False):
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
+    """One trace event. Typed fields make ill-typed events fail fast; such files are then
+    decoded event by event (:func:`_lenient`) and the bad events dropped and counted."""
+
+    ph: Optional[str] = None
+    cat: Optional[str] = None
+    name: Optional[str] = None
+    pid: Union[int, str, None] = None
+    tid: Union[int, str, None] = None
+    ts: Any = None  # int, or decimal text (float_hook=str)
     dur: Any = None
     args: Optional[Args] = None
 
@@ -137,17 +140,21 @@ def iter_chunks(pieces: Iterable[bytes], name: str, notes: list[Note]
         carry = carry[m.end():]
     else:
         carry = stripped[1:]
+    pending, size = [carry], len(carry)
     for piece in it:
-        carry += piece
-        if len(carry) < CHUNK_BYTES:
+        pending.append(piece)
+        size += len(piece)
+        if size < CHUNK_BYTES:
             continue
-        events, carry = _split(carry)
+        events, carry = _split(pending)
+        pending, size = [carry], len(carry)
         if events is None:
-            if len(carry) > 8 * CHUNK_BYTES:  # no decodable cut in 256 MB: damaged
+            if size > 8 * CHUNK_BYTES:  # no decodable cut in 256 MB: damaged
                 raise NeedWholeDocument
             continue
         yield events
     # the rest: last events, then the array's end and any top-level keys after it
+    carry = b"".join(pending)
     try:
         if is_object:
             tail = _OBJ.decode(b'{"traceEvents": [' + carry)
@@ -162,19 +169,27 @@ def iter_chunks(pieces: Iterable[bytes], name: str, notes: list[Note]
     yield top
 
 
-def _split(carry: bytes) -> tuple[Optional[list[Event]], bytes]:
-    """Decode the longest prefix of ``carry`` that ends at an event boundary."""
-    window = max(0, len(carry) - (1 << 20))
-    cuts = [m.start() for m in _BOUNDARY.finditer(carry, window)] or \
-        [m.start() for m in _BOUNDARY.finditer(carry)]
+def _split(pending: list[bytes]) -> tuple[Optional[list[Event]], bytes]:
+    """Decode the longest prefix of the joined ``pending`` pieces that ends at an event
+    boundary; return the events and the rest (which starts at the next event's ``{``)."""
+    buf = bytearray(b"[")
+    for piece in pending:
+        buf += piece
+    window = max(0, len(buf) - (1 << 18))
+    cuts = [m.start() for m in _BOUNDARY.finditer(buf, window)] or \
+        [m.start() for m in _BOUNDARY.finditer(buf)]
     for cut in reversed(cuts[-4:]):
+        rest = bytes(buf[cut + 1:])
+        del buf[cut + 1:]
+        buf += b"]"
         try:
-            events = _LIST.decode(b"[" + carry[: cut + 1] + b"]")
+            events = _LIST.decode(buf)
         except (msgspec.DecodeError, UnicodeDecodeError):
+            del buf[-1:]
+            buf += rest
             continue
-        rest = carry[cut + 1:]
         return events, rest[rest.index(b"{"):]
-    return None, carry
+    return None, bytes(buf[1:])
 
 
 # --- whole document, with repairs ---------------------------------------------------------------
@@ -261,13 +276,18 @@ def _lenient(buf: bytes, is_object: bool, name: str, notes: list[Note]):
             continue
         try:
             kept.append(_ONE.decode(msgspec.json.encode(ev)))
+            continue
         except msgspec.ValidationError:
-            ev.pop("args", None)
-            bad_args += 1
+            pass
+        try:
+            args = ev.pop("args", None)
             kept.append(_ONE.decode(msgspec.json.encode(ev)))
+            bad_args += args is not None
+        except msgspec.ValidationError:
+            dropped += 1
     if dropped or bad_args:
         notes.append(Note("warning", "ill_typed_events",
-                          f"{name}: dropped {dropped:,} entries that are not events; ignored "
+                          f"{name}: dropped {dropped:,} entries that are not well-formed events; ignored "
                           f"the args of {bad_args:,} events whose args were malformed."))
     if is_object:
         top.traceEvents = kept if events is not msgspec.UNSET else msgspec.UNSET

@@ -8,6 +8,8 @@ damaged (what was decompressed before the damage is kept) or wrapped in a second
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import zlib
 from collections.abc import Iterator
 from typing import Callable, Optional
@@ -22,7 +24,54 @@ Progress = Optional[Callable[[float], None]]
 
 
 def iter_bytes(path: str, notes: list[Note], progress: Progress = None) -> Iterator[bytes]:
-    """Decompressed pieces of the file. ``progress(fraction)``: share of file bytes read."""
+    """Decompressed pieces of the file. ``progress(fraction)``: share of file bytes read.
+
+    Reading and decompressing run in a helper thread (zlib releases the GIL), one piece
+    ahead of the consumer, so decompression overlaps with decoding on a second core.
+    """
+    return _prefetch(_iter_bytes(path, notes, progress))
+
+
+def _prefetch(pieces: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
+    """Run ``pieces`` in a thread, at most ``depth`` pieces ahead; re-raise its errors."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            for piece in pieces:
+                while not stop.is_set():
+                    try:
+                        q.put(piece, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            q.put(e)
+
+    thread = threading.Thread(target=produce, name="stepscope-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        pieces_close = getattr(pieces, "close", None)
+        thread.join(timeout=5)
+        if pieces_close and not thread.is_alive():
+            pieces_close()
+
+
+def _iter_bytes(path: str, notes: list[Note], progress: Progress) -> Iterator[bytes]:
     name = os.path.basename(path)
     try:
         f = open(path, "rb")
