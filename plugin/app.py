@@ -1,0 +1,276 @@
+"""The Flask app: one route table for both hosts (standalone CLI and TensorBoard).
+
+Every route lives under :data:`PREFIX` (``/data/plugin/stepscope/``), the path TensorBoard
+gives a plugin, so the TensorBoard adapter mounts this very WSGI app unchanged. Routes
+only translate: read and validate query parameters, call one :class:`~.loader.Store`
+method, answer JSON. The API is documented in ``api.md`` next to this file.
+
+Answers (SPEC §3): JSON via orjson, gzip-compressed above ~1 KB when the client accepts
+it; one error body ``{"error", "detail", "file"?, "position"?}`` for every status; view
+routes answer 202 with the loading body and ``Retry-After: 1`` while analysing.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.metadata
+import logging
+import os
+import platform
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from flask import Flask, Response, current_app, redirect, request
+from werkzeug.exceptions import HTTPException
+from werkzeug.security import safe_join
+
+from . import __version__
+from .assets import frontend_dir, mime_type, plotly_js
+from .errors import BadParameter, NotFound, StepscopeError
+from .loader import Loading, Progress, Ready, Store, analyse_file
+from .views import ViewSet  # the view routes are whatever ViewSet answers
+
+log = logging.getLogger(__name__)
+
+#: Every route is below this path, in TensorBoard and standalone alike.
+PREFIX = "/data/plugin/stepscope"
+#: Responses smaller than this (bytes) are not compressed.
+GZIP_MIN_BYTES = 1024
+GZIP_LEVEL = 5
+COMPRESSIBLE = frozenset({"application/json", "text/javascript", "text/html", "text/css",
+                          "image/svg+xml", "text/plain"})
+#: CSP for our HTML pages; TensorBoard requires one with default-src.
+CSP = ("default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; "
+       "script-src 'self' 'unsafe-eval'; object-src 'none'")
+
+
+def create_app(logdir: str, *, reload_interval: float = 5.0, jobs: int | None = None,
+               cache_dir: str | None = None, no_cache: bool = False,
+               analyse: Callable[[str, Progress], Any] = analyse_file,
+               start: bool = True) -> Flask:
+    """The Stepscope WSGI app serving ``logdir``.
+
+    ``reload_interval``: seconds between re-scans of ``logdir``; ``jobs``: analysis threads;
+    ``cache_dir`` / ``no_cache``: the on-disk analysis cache (kept for a later version);
+    ``analyse``: job function ``analyse(path, progress) -> ViewSet`` (tests inject one);
+    ``start``: start the background store now (else call ``app_store(app).start()``).
+    """
+    app = Flask("stepscope", static_folder=None)
+    store = Store(logdir, reload_interval=reload_interval, jobs=jobs, analyse=analyse)
+    app.extensions["stepscope"] = store
+    app.config.update(STEPSCOPE_CACHE_DIR=cache_dir, STEPSCOPE_NO_CACHE=no_cache)
+
+    for route, func in (("runs", runs), ("workers", workers), ("spans", spans),
+                        ("views", views), ("notes", notes), ("version", version),
+                        ("vendor/plotly.min.js", plotly_file)):
+        app.add_url_rule(f"{PREFIX}/{route}", route, func)
+    for route in ViewSet.ROUTES:
+        app.add_url_rule(f"{PREFIX}/{route}", f"view:{route}", view_route(route))
+    app.add_url_rule(f"{PREFIX}/", "dashboard", dashboard)
+    app.add_url_rule(f"{PREFIX}/<path:filename>", "static", static_file)
+    app.add_url_rule("/", "root", root)
+
+    app.register_error_handler(StepscopeError, _stepscope_error)
+    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(Exception, _bug)
+    app.after_request(_finish)
+    if start:
+        store.start()
+    return app
+
+
+def app_store(app: Flask) -> Store:
+    """The background store behind an app made by :func:`create_app`."""
+    return app.extensions["stepscope"]
+
+
+# -- routes ----------------------------------------------------------------------------
+def runs() -> Response:
+    return json_response(app_store(current_app).runs_info())
+
+
+def workers() -> Response:
+    (run,) = params("run")
+    return json_response(app_store(current_app).workers(run))
+
+
+def spans() -> Response:
+    run, worker = params("run", "worker")
+    return json_response(app_store(current_app).spans(run, worker))
+
+
+def views() -> Response:
+    ready = lookup()
+    return ready if isinstance(ready, Response) else json_response(ready.names())
+
+
+def notes() -> Response:
+    ready = lookup()
+    return ready if isinstance(ready, Response) else json_response(ready.notes())
+
+
+def version() -> Response:
+    out = {"version": __version__, "python": platform.python_version()}
+    try:
+        out["tensorboard"] = importlib.metadata.version("tensorboard")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return json_response(out)
+
+
+def view_route(route: str) -> Callable[[], Response]:
+    """The handler of one ``ViewSet`` route: precomputed payload of the requested span."""
+    def handler() -> Response:
+        ready = lookup()
+        return ready if isinstance(ready, Response) else json_response(
+            ready.get(route, request.args))
+    handler.__name__ = f"view_{route.replace('/', '_')}"
+    return handler
+
+
+def dashboard() -> Response:
+    return _redirect("index.html")
+
+
+def root() -> Response:
+    return _redirect(f"{request.script_root}{PREFIX}/index.html")
+
+
+def static_file(filename: str) -> Response:
+    path = safe_join(str(frontend_dir()), filename)
+    if path is None or not os.path.isfile(path):
+        raise NotFound(f"no endpoint or file {filename!r}",
+                       "See api.md for the endpoints; the dashboard is index.html.")
+    return file_response(Path(path))
+
+
+def plotly_file() -> Response:
+    path = plotly_js()
+    if path is None:
+        raise NotFound("plotly.min.js is not installed", "Install it: pip install plotly")
+    return file_response(path)
+
+
+# -- helpers ---------------------------------------------------------------------------
+def params(*names: str) -> list[str]:
+    """Values of required query parameters; BadParameter (400) naming the first missing."""
+    out = []
+    for name in names:
+        value = request.args.get(name)
+        if not value:
+            raise BadParameter(f"missing parameter {name!r}",
+                               f"Add {name}=... to the query; runs, workers?run= and "
+                               "spans?run=&worker= list the valid values.")
+        out.append(value)
+    return out
+
+
+def lookup() -> Ready | Response:
+    """The analysed span named by ``run``, ``worker``, ``span``; a 202 Response if loading."""
+    run, worker = params("run", "worker")
+    result = app_store(current_app).lookup(run, worker, request.args.get("span"))
+    if isinstance(result, Loading):
+        return json_response(result.body(), 202, {"Retry-After": "1"})
+    return result
+
+
+def _orjson_default(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):  # numpy scalars and arrays orjson does not take natively
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def json_response(payload: Any, status: int = 200, headers: dict | None = None) -> Response:
+    """``payload`` as a JSON response (orjson; numpy values allowed)."""
+    body = orjson.dumps(payload, default=_orjson_default,
+                        option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    resp = Response(body, status, headers, mimetype="application/json")
+    resp.headers["Cache-Control"] = "no-cache"
+    return resp
+
+
+def file_response(path: Path) -> Response:
+    """A static file, revalidated by ETag (``Cache-Control: no-cache``)."""
+    st = path.stat()
+    etag = hashlib.sha1(f"{path}:{st.st_mtime_ns}:{st.st_size}".encode()).hexdigest()[:20]
+    if etag in request.if_none_match or f"{etag}-gz" in request.if_none_match:
+        resp = Response(status=304, mimetype=mime_type(path))
+        resp.set_etag(f"{etag}-gz" if f"{etag}-gz" in request.if_none_match else etag)
+    else:
+        resp = Response(path.read_bytes(), mimetype=mime_type(path))
+        resp.set_etag(etag)
+    resp.headers["Cache-Control"] = "no-cache"
+    return resp
+
+
+def _redirect(location: str) -> Response:
+    qs = request.query_string.decode("latin-1")
+    return redirect(f"{location}?{qs}" if qs else location, 302)
+
+
+_GZ_CACHE: OrderedDict[str, bytes] = OrderedDict()  # static file ETag -> gzip bytes
+_GZ_CACHE_ENTRIES = 32
+
+
+def _gzip(resp: Response) -> None:
+    """Compress ``resp`` in place when the client accepts gzip and it is worth it."""
+    if (resp.direct_passthrough or resp.is_streamed or resp.status_code not in (200, 202)
+            or "Content-Encoding" in resp.headers or resp.mimetype not in COMPRESSIBLE):
+        return
+    resp.vary.add("Accept-Encoding")
+    if not request.accept_encodings["gzip"] or resp.content_length is None \
+            or resp.content_length < GZIP_MIN_BYTES:
+        return
+    etag, _weak = resp.get_etag()
+    data = _GZ_CACHE.get(etag) if etag else None
+    if data is None:
+        data = gzip.compress(resp.get_data(), GZIP_LEVEL, mtime=0)
+        if etag:
+            _GZ_CACHE[etag] = data
+            while len(_GZ_CACHE) > _GZ_CACHE_ENTRIES:
+                _GZ_CACHE.popitem(last=False)
+    else:
+        _GZ_CACHE.move_to_end(etag)
+    resp.set_data(data)
+    resp.headers["Content-Encoding"] = "gzip"
+    if etag:
+        resp.set_etag(f"{etag}-gz")
+
+
+def _finish(resp: Response) -> Response:
+    """Headers every answer gets (TensorBoard checks nosniff and HTML CSP), then gzip."""
+    resp.headers["X-Content-Type-Options"] = "nosniff"
+    if resp.mimetype == "text/html":
+        resp.headers["Content-Security-Policy"] = CSP
+    _gzip(resp)
+    return resp
+
+
+# -- errors: one JSON body for every status --------------------------------------------
+def _stepscope_error(e: StepscopeError) -> Response:
+    return json_response(e.body(), e.status)
+
+
+def _http_error(e: HTTPException) -> Response:
+    if e.code == 404:
+        body = {"error": f"not found: {request.path}",
+                "detail": "See api.md for the endpoints; the dashboard is "
+                          f"{PREFIX}/index.html."}
+    else:
+        body = {"error": f"{e.code} {e.name}", "detail": e.description or ""}
+    headers = {k: v for k, v in e.get_headers() if k.lower() not in ("content-type",
+                                                                     "content-length")}
+    return json_response(body, e.code or 500, headers)
+
+
+def _bug(e: Exception) -> Response:
+    log.exception("unexpected error answering %s", request.full_path)
+    return json_response({"error": "internal error",
+                          "detail": "This is a bug in Stepscope; please report it with the "
+                                    "server log."}, 500)

@@ -1,0 +1,102 @@
+"""Standalone server: ``stepscope DIR [--host H] [--port P] ...`` (SPEC §3.1).
+
+The first line printed is ``Serving on http://HOST:PORT/`` (tools and tests wait for it;
+``--port 0`` picks a free port and prints the real one). Exit status: 2 for a missing
+log directory or bad arguments, 1 when the port is busy, 0 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import sys
+
+from . import __version__
+
+LOOPBACK_NAMES = ("localhost", "ip6-localhost")
+#: waitress request threads (requests are cheap: analysis runs on the store's threads)
+SERVER_THREADS = 8
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="stepscope",
+        description="Serve the Stepscope PyTorch profiler dashboard for the traces under DIR.")
+    p.add_argument("logdir", metavar="DIR", nargs="?",
+                   help="log directory: every folder holding *.pt.trace.json[.gz] is a run")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="interface to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=6007, help="port (0: pick a free one)")
+    p.add_argument("--cache-dir", metavar="D", help="folder for the analysis cache")
+    p.add_argument("--no-cache", action="store_true", help="do not use the analysis cache")
+    p.add_argument("--reload-interval", type=float, default=5.0, metavar="S",
+                   help="seconds between scans for new or changed traces (0: scan once)")
+    p.add_argument("--jobs", type=int, metavar="N", help="traces analysed in parallel")
+    p.add_argument("--version", action="version", version=f"stepscope {__version__}")
+    return p
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def url_host(host: str) -> str:
+    """``::1`` -> ``[::1]`` for URLs."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.logdir is None:
+        parser.error("the log directory DIR is required")
+    if not os.path.isdir(args.logdir):
+        parser.error(f"log directory {args.logdir!r} does not exist or is not a folder")
+    if args.jobs is not None and args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    if not 0 <= args.port <= 65535:
+        parser.error("--port must be between 0 and 65535")
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    from waitress.server import create_server
+
+    from .app import app_store, create_app
+
+    app = create_app(args.logdir, reload_interval=args.reload_interval, jobs=args.jobs,
+                     cache_dir=args.cache_dir, no_cache=args.no_cache, start=False)
+    try:
+        server = create_server(app, host=args.host, port=args.port, threads=SERVER_THREADS,
+                               ident="stepscope")
+    except OSError as e:
+        print(f"stepscope: cannot listen on {args.host}:{args.port}: {e.strerror or e}. "
+              "Is another server using that port? Pick another with --port (0: any free "
+              "port).", file=sys.stderr)
+        return 1
+    port = getattr(server, "effective_port", None) or server.effective_listen[0][1]
+    if not is_loopback(args.host):
+        print(f"stepscope: warning: listening on {args.host}: anyone who can reach this "
+              "machine on that port can read the traces under "
+              f"{os.path.abspath(args.logdir)}. Use the default 127.0.0.1 and an SSH tunnel "
+              "for private data.", file=sys.stderr, flush=True)
+    print(f"Serving on http://{url_host(args.host)}:{port}/", flush=True)
+    store = app_store(app).start()
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        store.close(timeout=1.0)
+        server.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,380 @@
+"""Background store: keeps every discovered trace analysed, off the request thread.
+
+A poll thread re-scans the log directory (:mod:`.discovery`) every ``reload_interval``
+seconds (``threading.Event.wait``, no busy loop). Per ``(run, worker, span)`` the store holds
+one :class:`Job` for the latest *stable* version of its file:
+
+- A file is stable once its size, mtime and inode were equal over two polls (it may still be
+  being written before that). At startup there is no earlier poll, so a file already present
+  counts as stable when its mtime is at least one poll interval old: it has then been
+  unchanged for as long as the two-poll rule would have waited, and the server is useful
+  at once. A file that is fresher waits for the second poll like any new file.
+- Until a file's new version is stable, the previous version's answer keeps being served.
+- A stable new version (changed or new file) gets a new job; a deleted file vanishes.
+
+Jobs run on ``jobs`` worker threads, taken from a priority queue: jobs of the most recently
+requested worker first (the requested span before its sibling spans), then the rest in
+discovery order. The job function :func:`analyse_file` is a pure module-level function of
+the file path, so a later version can run it in worker processes.
+
+Job phases: ``queued`` -> ``read`` -> ``analyse`` -> ``ready`` | ``failed``. A failed job
+keeps its error (422 for a :class:`~stepscope.errors.TraceError`, 500 for a bug) until the
+file changes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .discovery import Scanner, Snapshot, shadow_note
+from .errors import NotFound, StepscopeError
+from .reader import read_trace
+from .views import build_views
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str, str]  # (run, worker, span)
+#: ``progress(phase, fraction)``: phase name, overall fraction 0..1 of the job.
+Progress = Callable[[str, float], None]
+#: Share of a job's progress bar spent reading the file; the rest is analysis.
+READ_SHARE = 0.8
+#: How long a request waits for the very first scan before answering with what is known (s).
+FIRST_SCAN_WAIT_S = 10.0
+
+
+class AnalysisBug(StepscopeError):
+    """An unexpected exception while analysing a file: a bug in Stepscope, 500."""
+
+    status = 500
+
+
+def analyse_file(path: str, progress: Progress) -> Any:
+    """Read and analyse one trace file; returns its ``stepscope.views.ViewSet``.
+
+    ``progress("read", f)`` with ``f`` in ``[0, READ_SHARE]`` while reading, then
+    ``progress("analyse", READ_SHARE)``. Raises ``TraceError`` for an unusable file.
+    """
+    progress("read", 0.0)
+    trace = read_trace(path, progress=lambda f: progress("read", READ_SHARE * f))
+    progress("analyse", READ_SHARE)
+    return build_views(trace)
+
+
+@dataclass
+class Loading:
+    """A 202 answer: the requested span is not analysed yet (SPEC §3)."""
+
+    phase: str      # "queued" | "read" | "analyse" | "cache"
+    fraction: float  # 0..1, never decreases for one job
+    elapsed_s: float  # seconds since the job was queued
+
+    def body(self) -> dict:
+        return {"loading": True, "phase": self.phase, "fraction": round(self.fraction, 4),
+                "elapsed_s": round(self.elapsed_s, 3)}
+
+
+@dataclass
+class Ready:
+    """An analysed span: its views plus notes from discovery (e.g. duplicate files)."""
+
+    viewset: Any
+    file_notes: list[dict] = field(default_factory=list)
+
+    def names(self) -> list[str]:
+        return list(self.viewset.names())
+
+    def notes(self) -> list[dict]:
+        return self.file_notes + list(self.viewset.notes())
+
+    def get(self, route: str, params: Mapping[str, str]) -> Any:
+        payload = self.viewset.get(route, params)
+        if self.file_notes and isinstance(payload, dict) and isinstance(payload.get("notes"), list):
+            payload = {**payload, "notes": self.file_notes + payload["notes"]}
+        return payload
+
+
+class Job:
+    """Analysis of one version of one file. ``progress`` is called from a worker thread."""
+
+    def __init__(self, key: Key, info):
+        self.key = key
+        self.info = info
+        self.queued_at = time.monotonic()
+        self.phase = "queued"
+        self.fraction = 0.0
+        self.result: Ready | None = None
+        self.error: StepscopeError | None = None
+        self.cancelled = False
+        self.priority = 0
+
+    def progress(self, phase: str, fraction: float) -> None:
+        if self.phase in ("ready", "failed"):
+            return
+        self.phase = phase
+        self.fraction = max(self.fraction, min(1.0, float(fraction)))
+
+    def loading(self) -> Loading:
+        return Loading(self.phase, self.fraction, time.monotonic() - self.queued_at)
+
+
+class Store:
+    """Discovered runs and their analyses. Thread-safe; start with :meth:`start`.
+
+    ``reload_interval``: seconds between polls (<= 0: scan once, take every file as stable).
+    ``jobs``: analysis threads (default: half the CPUs, 1..4).
+    ``analyse``: the job function, ``analyse(path, progress) -> ViewSet``.
+    """
+
+    def __init__(self, logdir: str, *, reload_interval: float = 5.0, jobs: int | None = None,
+                 analyse: Callable[[str, Progress], Any] = analyse_file):
+        self.logdir = os.path.abspath(logdir)
+        self.reload_interval = float(reload_interval)
+        self.jobs = jobs or max(1, min(4, (os.cpu_count() or 2) // 2))
+        self._analyse = analyse
+        self._scanner = Scanner(self.logdir)
+        self._lock = threading.Condition()
+        self._stop = threading.Event()
+        self._first_scan = threading.Event()
+        self._snapshot: Snapshot = {}
+        self._seen: dict[Key, Any] = {}  # key -> FileInfo observed by the previous poll
+        self._first_seen: dict[Key, float] = {}  # key -> monotonic time of its discovery
+        self._jobs: dict[Key, Job] = {}
+        self._heap: list[tuple[int, int, Job]] = []
+        self._seq = itertools.count()
+        self._requests = itertools.count(1)
+        self._last_request: Key | None = None
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> Store:
+        """Start the poll thread and the analysis threads (idempotent)."""
+        if self._threads:
+            return self
+        self._threads.append(threading.Thread(target=self._poll_loop, name="stepscope-poll",
+                                              daemon=True))
+        for i in range(self.jobs):
+            self._threads.append(threading.Thread(target=self._work_loop, daemon=True,
+                                                  name=f"stepscope-analyse-{i}"))
+        for t in self._threads:
+            t.start()
+        return self
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop polling and the workers (a running analysis finishes in the background)."""
+        self._stop.set()
+        with self._lock:
+            self._lock.notify_all()
+        for t in self._threads:
+            t.join(timeout)
+
+    def _poll_loop(self) -> None:
+        while True:
+            try:
+                self.poll()
+            except Exception:  # a scan bug must not stop reloading forever
+                log.exception("scanning %s failed", self.logdir)
+            if self.reload_interval <= 0 or self._stop.wait(self.reload_interval):
+                return
+
+    # -- polling -------------------------------------------------------------------------
+    def poll(self) -> None:
+        """Scan once and update jobs (the poll thread calls this; tests may too)."""
+        try:
+            snap = self._scanner.snapshot()
+        except BaseException:
+            self._first_scan.set()  # requests must not wait for a scan that failed
+            raise
+        first = not self._first_scan.is_set()
+        now_ns = time.time_ns()
+        settle_ns = int(self.reload_interval * 1e9)
+        with self._lock:
+            seen: dict[Key, Any] = {}
+            for key, info in _flatten(snap):
+                seen[key] = info
+                prev = self._seen.get(key)
+                if prev is not None:
+                    stable = prev.path == info.path and prev.signature == info.signature
+                else:
+                    stable = first and (settle_ns <= 0 or now_ns - info.mtime_ns >= settle_ns)
+                job = self._jobs.get(key)
+                same = job is not None and (job.info.path, job.info.signature) == (
+                    info.path, info.signature)
+                if same:
+                    job.info = info  # keep the newest list of shadowed files
+                elif stable:
+                    if job is not None:
+                        job.cancelled = True
+                    self._jobs[key] = job = Job(key, info)
+                    self._push(job, 0)
+            for key in [k for k in self._jobs if k not in seen]:
+                self._jobs.pop(key).cancelled = True
+            now = time.monotonic()
+            self._first_seen = {k: self._first_seen.get(k, now) for k in seen}
+            self._seen = seen
+            self._snapshot = snap
+            self._lock.notify_all()
+        self._first_scan.set()
+
+    def _push(self, job: Job, priority: int) -> None:
+        job.priority = priority
+        heapq.heappush(self._heap, (priority, next(self._seq), job))
+
+    # -- analysis workers ----------------------------------------------------------------
+    def _next_job(self) -> Job | None:
+        with self._lock:
+            while not self._stop.is_set():
+                while self._heap:
+                    priority, _, job = heapq.heappop(self._heap)
+                    if job.cancelled or job.phase != "queued" or priority != job.priority:
+                        continue  # stale entry: superseded, re-prioritised or started
+                    job.phase = "read"
+                    return job
+                self._lock.wait()
+        return None
+
+    def _work_loop(self) -> None:
+        while (job := self._next_job()) is not None:
+            self._run(job)
+
+    def _run(self, job: Job) -> None:
+        name = job.info.name
+        try:
+            viewset = self._analyse(job.info.path, job.progress)
+            note = shadow_note(job.info)
+            result, error = Ready(viewset, [note] if note else []), None
+        except StepscopeError as e:
+            if e.file is None:
+                e.file = name
+            result, error = None, e
+        except Exception:
+            log.exception("analysing %s failed", job.info.path)
+            result, error = None, AnalysisBug(
+                f"{name}: internal error while analysing the file",
+                "This is a bug in Stepscope, not a problem with the trace; please report it "
+                "with the server log.", file=name)
+        with self._lock:
+            job.result, job.error = result, error
+            job.fraction = 1.0
+            job.phase = "ready" if error is None else "failed"
+
+    # -- queries (request threads) -------------------------------------------------------
+    def _wait_first_scan(self) -> None:
+        self._first_scan.wait(FIRST_SCAN_WAIT_S)
+
+    def first_scan_done(self, timeout: float = 0.0) -> bool:
+        """Wait up to ``timeout`` seconds for the first scan; True when it is done."""
+        return self._first_scan.wait(timeout)
+
+    def has_runs(self) -> bool:
+        """Did the latest scan find any trace (no waiting)?"""
+        return bool(self._snapshot)
+
+    def runs(self) -> list[str]:
+        """Run names, sorted."""
+        self._wait_first_scan()
+        return list(self._snapshot)
+
+    def status(self) -> dict[str, dict[str, int]]:
+        """``{run: {"ready": n, "loading": n, "failed": n}}`` counting spans."""
+        self._wait_first_scan()
+        out: dict[str, dict[str, int]] = {}
+        with self._lock:
+            for key, _info in _flatten(self._snapshot):
+                counts = out.setdefault(key[0], {"ready": 0, "loading": 0, "failed": 0})
+                job = self._jobs.get(key)
+                phase = job.phase if job is not None else "queued"
+                counts[phase if phase in ("ready", "failed") else "loading"] += 1
+        return out
+
+    def runs_info(self) -> dict:
+        """The ``runs`` answer: ``{"runs": [names], "loading": bool, "status": {...}}``.
+
+        ``loading`` is true until the first scan is done and while any span is not analysed.
+        """
+        self._wait_first_scan()
+        with self._lock:
+            runs = list(self._snapshot)
+            status = self.status()
+        loading = not self._first_scan.is_set() or any(c["loading"] for c in status.values())
+        return {"runs": runs, "loading": loading, "status": status}
+
+    def workers(self, run: str) -> list[str]:
+        """Workers of ``run``; raises NotFound."""
+        return list(self._run_of(run))
+
+    def spans(self, run: str, worker: str) -> list[str]:
+        """Spans of ``worker`` in ``run``, numerically sorted; raises NotFound."""
+        return list(self._worker_of(run, worker))
+
+    def _run_of(self, run: str) -> dict:
+        self._wait_first_scan()
+        workers = self._snapshot.get(run)
+        if workers is None:
+            raise NotFound(f"unknown run {run!r}",
+                           "GET runs lists the runs under the log directory.")
+        return workers
+
+    def _worker_of(self, run: str, worker: str) -> dict:
+        spans = self._run_of(run).get(worker)
+        if spans is None:
+            raise NotFound(f"unknown worker {worker!r} in run {run!r}",
+                           f"GET workers?run={run} lists its workers.")
+        return spans
+
+    def resolve(self, run: str, worker: str, span: str | None) -> Key:
+        """The key of a span; ``span`` None or "" means the latest. Raises NotFound."""
+        spans = self._worker_of(run, worker)
+        if not span:
+            return (run, worker, list(spans)[-1])
+        if span not in spans:
+            raise NotFound(f"unknown span {span!r} of worker {worker!r} in run {run!r}",
+                           f"GET spans?run={run}&worker={worker} lists its spans; "
+                           "leave span out for the latest.")
+        return (run, worker, span)
+
+    def lookup(self, run: str, worker: str, span: str | None) -> Ready | Loading:
+        """The analysed views of a span, or how far its analysis is.
+
+        Raises NotFound (unknown run/worker/span), the file's error (422 TraceError, 500
+        AnalysisBug) when its analysis failed. Moves the span's worker to the queue's front.
+        """
+        key = self.resolve(run, worker, span)
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is None:  # discovered, not stable yet (still being written?)
+                since = self._first_seen.get(key, time.monotonic())
+                return Loading("queued", 0.0, time.monotonic() - since)
+            if job.phase == "ready":
+                return job.result
+            if job.phase == "failed":
+                raise job.error
+            self._prioritise(key)
+            return job.loading()
+
+    def _prioritise(self, key: Key) -> None:
+        """Queue the requested span first, then its worker's other spans (lock held)."""
+        run, worker, span = key
+        if self._last_request == key:
+            return
+        self._last_request = key
+        n = next(self._requests)
+        for s in self._snapshot.get(run, {}).get(worker, {}):
+            job = self._jobs.get((run, worker, s))
+            if job is not None and job.phase == "queued":
+                self._push(job, -2 * n - (1 if s == span else 0))
+
+
+def _flatten(snap: Snapshot):
+    for run, workers in snap.items():
+        for worker, spans in workers.items():
+            for span, info in spans.items():
+                yield (run, worker, span), info
+

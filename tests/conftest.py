@@ -1,0 +1,120 @@
+"""Shared fixtures: paths to the real traces, Flask test clients over a log dir, waiting.
+
+``client_for(logdir, **create_app_kwargs)`` builds an app (its background store is closed
+after the test); ``shared_client`` is one session-wide app over ``../shared/traces``.
+``wait_ready(client, run, worker)`` polls a view route until it stops answering 202.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import types
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from stepscope.views import ViewSet
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+PREFIX = "/data/plugin/stepscope"
+#: the runs under SHARED (SPEC §1.1: relative paths, sorted)
+SHARED_RUNS = [
+    "hta_a100_alexnet_nosteps",
+    "hta_cpu_only_gloo",
+    "hta_mi250_rocm62",
+    "hta_v100_profile_memory",
+    "hta_v100_resnet_ns_2024",
+    "kineto_resnet50/resnet50_num_workers_0",
+    "kineto_resnet50/resnet50_num_workers_4",
+    "param_v100_dlrm_8rank",
+]
+#: the view routes the app registers (one per ViewSet route)
+VIEW_ROUTES = ViewSet.ROUTES
+
+
+@pytest.fixture(scope="session")
+def views_module() -> types.ModuleType:
+    """``stepscope.views`` (its ``ViewSet.ROUTES`` are the view routes)."""
+    import stepscope.views as views
+
+    return views
+
+
+@pytest.fixture(scope="session")
+def subprocess_env() -> dict[str, str]:
+    """Environment for servers started as subprocesses."""
+    return dict(os.environ)
+
+
+def query(route: str, **params) -> str:
+    """``/data/plugin/stepscope/<route>?<params>`` (None values left out)."""
+    q = urlencode({k: v for k, v in params.items() if v is not None})
+    return f"{PREFIX}/{route}" + (f"?{q}" if q else "")
+
+
+@pytest.fixture
+def client_for(views_module):
+    """Factory: ``client_for(logdir, **create_app_kwargs) -> FlaskClient``."""
+    from stepscope.app import app_store, create_app
+
+    apps = []
+
+    def make(logdir, **kwargs):
+        kwargs.setdefault("reload_interval", 0.1)
+        app = create_app(str(logdir), **kwargs)
+        apps.append(app)
+        return app.test_client()
+
+    yield make
+    for app in apps:
+        app_store(app).close(timeout=2)
+
+
+@pytest.fixture(scope="session")
+def shared_client(views_module):
+    """One app over the real traces for the whole session (scan once, no polling)."""
+    from stepscope.app import app_store, create_app
+
+    app = create_app(str(SHARED), reload_interval=0)
+    yield app.test_client()
+    app_store(app).close(timeout=2)
+
+
+def wait_ready(client, run: str, worker: str, span: str | None = None,
+               route: str = "views", timeout: float = 60.0):
+    """GET ``route`` for the span until it is not 202; returns that response."""
+    deadline = time.monotonic() + timeout
+    while True:
+        resp = client.get(query(route, run=run, worker=worker, span=span))
+        if resp.status_code != 202:
+            return resp
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{run}/{worker} still loading after {timeout} s: {resp.json}")
+        time.sleep(0.02)
+
+
+def wait_idle(client, timeout: float = 60.0) -> dict:
+    """GET ``runs`` until nothing is loading; returns its body."""
+    deadline = time.monotonic() + timeout
+    while True:
+        body = client.get(query("runs")).json
+        if not body["loading"]:
+            return body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still loading after {timeout} s: {body}")
+        time.sleep(0.02)
+
+
+def until(predicate, timeout: float = 10.0, what: str = "condition"):
+    """Poll ``predicate()`` until truthy; returns its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)

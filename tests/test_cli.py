@@ -1,0 +1,118 @@
+"""The standalone server as users start it: ``python -m stepscope DIR`` (SPEC §3.1)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+from conftest import PREFIX, ROOT, SHARED
+
+from stepscope import __version__
+
+KINETO = SHARED / "kineto_resnet50"
+SERVING = re.compile(r"^Serving on http://(?P<host>[^/]+):(?P<port>\d+)/$")
+START_TIMEOUT_S = 30
+
+
+def start(env: dict, *args: str, exe: list[str] | None = None) -> subprocess.Popen:
+    """Start the server; stdout is a pipe (not a tty), so the first line must be flushed."""
+    cmd = (exe or [sys.executable, "-m", "stepscope"]) + list(args)
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+
+
+def run(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "stepscope", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=START_TIMEOUT_S)
+
+
+def first_line(proc: subprocess.Popen) -> str:
+    line = proc.stdout.readline().rstrip("\n")
+    if not line:
+        proc.kill()
+        raise AssertionError(f"no output; stderr: {proc.communicate(timeout=5)[1]}")
+    return line
+
+
+def stop(proc: subprocess.Popen) -> tuple[str, str]:
+    proc.terminate()
+    try:
+        return proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate()
+
+
+def get_json(url: str):
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return resp.status, json.loads(resp.read())
+
+
+@pytest.fixture(scope="module")
+def server(subprocess_env):
+    """One server on a free port over the two kineto runs: ``(proc, base url)``."""
+    proc = start(subprocess_env, str(KINETO), "--port", "0", "--reload-interval", "1")
+    line = first_line(proc)
+    m = SERVING.match(line)
+    assert m, f"first line was {line!r}"
+    assert m["host"] == "127.0.0.1" and m["port"] != "0"
+    yield proc, f"http://127.0.0.1:{m['port']}"
+    stop(proc)
+
+
+def test_serving_line_then_runs(server):
+    _proc, base = server
+    status, body = get_json(f"{base}{PREFIX}/runs")
+    assert status == 200
+    assert body["runs"] == ["resnet50_num_workers_0", "resnet50_num_workers_4"]
+
+
+def test_root_redirects_to_dashboard(server):
+    _proc, base = server
+    with urllib.request.urlopen(f"{base}/?run=resnet50_num_workers_0", timeout=10) as resp:
+        assert resp.url == f"{base}{PREFIX}/index.html?run=resnet50_num_workers_0"
+        assert b"Stepscope" in resp.read()
+
+
+def test_missing_dir_exits_2(tmp_path, subprocess_env):
+    proc = run(subprocess_env, str(tmp_path / "nope"))
+    assert proc.returncode == 2
+    assert "does not exist" in proc.stderr and proc.stdout == ""
+
+
+def test_busy_port_exits_1(tmp_path, subprocess_env):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        proc = run(subprocess_env, str(tmp_path), "--port", str(port))
+    assert proc.returncode == 1, proc.stderr
+    assert str(port) in proc.stderr and "--port" in proc.stderr
+    assert "Serving" not in proc.stdout
+
+
+def test_all_interfaces_warns(tmp_path, subprocess_env):
+    proc = start(subprocess_env, str(tmp_path), "--host", "0.0.0.0", "--port", "0")
+    line = first_line(proc)
+    _out, err = stop(proc)
+    assert SERVING.match(line) and line.startswith("Serving on http://0.0.0.0:")
+    assert "warning" in err and "0.0.0.0" in err
+
+
+def test_version_flag(subprocess_env):
+    proc = run(subprocess_env, "--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"stepscope {__version__}"
+
+
+@pytest.mark.skipif(shutil.which("stepscope") is None, reason="package not installed")
+def test_console_script(tmp_path, subprocess_env):
+    proc = start(subprocess_env, str(tmp_path), "--port", "0", exe=[shutil.which("stepscope")])
+    line = first_line(proc)
+    stop(proc)
+    assert SERVING.match(line)

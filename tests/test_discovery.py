@@ -1,0 +1,188 @@
+"""Discovery of runs, workers and spans (SPEC §1.1)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+import pytest
+from conftest import SHARED, SHARED_RUNS
+
+from stepscope.discovery import (
+    Scanner,
+    has_traces,
+    parse_name,
+    shadow_note,
+    snapshot,
+    sniff_bytes,
+    sniff_trace,
+)
+
+TRACE = b'{"schemaVersion": 1, "traceEvents": []}'
+
+
+def write(path, data: bytes = TRACE, mtime: float | None = None):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.name.endswith(".gz"):
+        data = gzip.compress(data)
+    path.write_bytes(data)
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+    return path
+
+
+def layout(snap) -> dict:
+    """``{run: {worker: [spans]}}`` with file names, for compact asserts."""
+    return {run: {w: {s: os.path.basename(i.path) for s, i in spans.items()}
+                  for w, spans in workers.items()} for run, workers in snap.items()}
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("worker0.1623143089861.pt.trace.json.gz", ("worker0", "1623143089861")),
+    ("rank-0.Apr_03_18_51_38.1102.pt.trace.json", ("rank-0.Apr_03_18_51_38", "1102")),
+    ("worker0_step_12.1694128201545.pt.trace.json", ("worker0_step_12", "1694128201545")),
+    ("worker0.pt.trace.json", ("worker0", "default")),
+    ("libkineto_activities_4242.json", ("libkineto_activities_4242", "default")),
+    ("trace.json.gz", ("trace", "default")),
+    ("host.1.json", ("host", "1")),
+    ("notes.txt", None),
+])
+def test_parse_name(name, expected):
+    assert parse_name(name) == expected
+
+
+@pytest.mark.parametrize("head, is_trace", [
+    (b'{"schemaVersion": 1, "deviceProperties": []}', True),
+    (b'\xef\xbb\xbf \n\t{ "traceEvents": [', True),  # BOM, whitespace, cut off
+    (b'{"displayTimeUnit": "ms"}', True),
+    (b'{"baseTimeNanoseconds": 1}', True),
+    (b'{"distributedInfo": {}}', True),
+    (b'{"traceName": "x"}', True),
+    (b'{"deviceProperties": []}', True),
+    (b'[{"name": "aten::mm", "ph": "X", "ts": 1}]', True),
+    (b'[ {"args": {"a": [1, {"b": 2}]}, "ph": "X"}', True),  # ph after nested args
+    (b'[{"name": "a\\"ph\\": ", "args": {"ph": "X"}}]', False),  # only nested / in strings
+    (b'[{"key": "aten::mm", "count": 3, "cpu_time_total": 12.5}]', False),  # key_averages
+    (b'{"model": "resnet50", "batch_size": 32}', False),  # meta.json-like
+    (b'{}', False),
+    (b'[]', False),
+    (b'', False),
+    (b'not json', False),
+    (b'{"traceEvents"', True),
+])
+def test_sniff_bytes(head, is_trace):
+    assert sniff_bytes(head) is is_trace
+
+
+def test_sniff_gzip_reads_only_the_start(tmp_path):
+    big = b'{"traceEvents": [' + b'{"ph": "X", "name": "op", "ts": 1, "dur": 2},' * 200_000
+    write(tmp_path / "libkineto_activities_1.json.gz", big + b"{}]}")
+    assert sniff_trace(str(tmp_path / "libkineto_activities_1.json.gz"))
+    (tmp_path / "broken.json.gz").write_bytes(b"\x1f\x8b garbage")
+    assert not sniff_trace(str(tmp_path / "broken.json.gz"))
+
+
+def test_runs_at_any_depth_named_by_relative_path(tmp_path):
+    root = tmp_path / "logs"
+    write(root / "worker0.pt.trace.json")
+    write(root / "exp" / "a" / "rank1.pt.trace.json.gz")
+    write(root / "exp" / "b" / "trace.json")  # sniffs as a trace
+    write(root / "exp" / "empty_dir" / "readme.txt", b"hi")
+    assert layout(snapshot(str(root))) == {
+        "exp/a": {"rank1": {"default": "rank1.pt.trace.json.gz"}},
+        "exp/b": {"trace": {"default": "trace.json"}},
+        "logs": {"worker0": {"default": "worker0.pt.trace.json"}},
+    }
+
+
+def test_side_files_and_non_traces_are_not_workers(tmp_path):
+    write(tmp_path / "worker0.pt.trace.json")
+    write(tmp_path / "key_averages.json", b'[{"key": "aten::mm", "count": 1}]')
+    write(tmp_path / "meta.json", b'{"traceEvents": "even if it looked like one"}')
+    write(tmp_path / "config.json", b'{"lr": 0.1}')
+    write(tmp_path / "libkineto_activities_77.json", b'{"traceEvents": []}')
+    write(tmp_path / "legacy.json", b'[{"name": "aten::add", "ph": "X", "pid": "CPU functions"}]')
+    write(tmp_path / "empty.pt.trace.json", b"")  # always a trace by name: 422 later
+    (run,) = layout(snapshot(str(tmp_path))).values()
+    assert sorted(run) == ["empty", "legacy", "libkineto_activities_77", "worker0"]
+
+
+def test_spans_sorted_numerically_and_workers_naturally(tmp_path):
+    for name in ["worker10.5.pt.trace.json", "worker2.10.pt.trace.json",
+                 "worker2.9.pt.trace.json", "worker2.100.pt.trace.json"]:
+        write(tmp_path / name)
+    (run,) = snapshot(str(tmp_path)).values()
+    assert list(run) == ["worker2", "worker10"]
+    assert list(run["worker2"]) == ["9", "10", "100"]
+
+
+def test_json_and_json_gz_same_span_newer_wins_with_note(tmp_path):
+    write(tmp_path / "worker0.pt.trace.json", mtime=1_700_000_000)
+    write(tmp_path / "worker0.pt.trace.json.gz", mtime=1_700_000_100)
+    write(tmp_path / "worker1.pt.trace.json", mtime=1_700_000_200)
+    write(tmp_path / "worker1.pt.trace.json.gz", mtime=1_700_000_100)
+    (run,) = snapshot(str(tmp_path)).values()
+    w0, w1 = run["worker0"]["default"], run["worker1"]["default"]
+    assert w0.name == "worker0.pt.trace.json.gz"
+    assert w1.name == "worker1.pt.trace.json"
+    assert [os.path.basename(p) for p in w0.shadowed] == ["worker0.pt.trace.json"]
+    note = shadow_note(w0)
+    assert note["code"] == "duplicate_file" and "worker0.pt.trace.json.gz" in note["text"]
+    assert shadow_note(run["worker1"]["default"]) is not None
+
+
+def test_hidden_folders_skipped(tmp_path):
+    write(tmp_path / "run" / "worker0.pt.trace.json")
+    write(tmp_path / ".git" / "worker0.pt.trace.json")
+    write(tmp_path / "run" / ".cache" / "worker0.pt.trace.json")
+    assert list(snapshot(str(tmp_path))) == ["run"]
+
+
+def test_symlinks_followed_and_loops_end(tmp_path):
+    outside = tmp_path / "outside"
+    write(outside / "worker0.pt.trace.json")
+    root = tmp_path / "logs"
+    write(root / "real" / "worker1.pt.trace.json")
+    (root / "linked").symlink_to(outside, target_is_directory=True)
+    (root / "real" / "loop").symlink_to(root, target_is_directory=True)  # cycle
+    (root / "real" / "self").symlink_to(root / "real", target_is_directory=True)
+    (root / "real" / "worker2.pt.trace.json").symlink_to(outside / "worker0.pt.trace.json")
+    (root / "real" / "dangling.pt.trace.json").symlink_to(tmp_path / "nowhere")
+    snap = layout(snapshot(str(root)))
+    assert snap == {"linked": {"worker0": {"default": "worker0.pt.trace.json"}},
+                    "real": {"worker1": {"default": "worker1.pt.trace.json"},
+                             "worker2": {"default": "worker2.pt.trace.json"}}}
+
+
+def test_scanner_caches_sniffing_until_the_file_changes(tmp_path, monkeypatch):
+    path = write(tmp_path / "trace.json", b'{"lr": 1}', mtime=1_700_000_000)
+    scanner = Scanner(str(tmp_path))
+    assert scanner.snapshot() == {}
+    calls = []
+    import stepscope.discovery as discovery
+    real = discovery.sniff_trace
+    monkeypatch.setattr(discovery, "sniff_trace", lambda p: calls.append(p) or real(p))
+    assert scanner.snapshot() == {}
+    assert calls == []  # unchanged file: cached verdict
+    write(path, TRACE, mtime=1_700_000_500)
+    assert list(scanner.snapshot()) == [tmp_path.name]
+    assert calls == [str(path)]
+
+
+def test_shared_traces_give_all_runs():
+    snap = snapshot(str(SHARED))
+    assert list(snap) == SHARED_RUNS
+    dlrm = snap["param_v100_dlrm_8rank"]
+    assert list(dlrm) == [f"worker{i}_step_12" for i in range(8)]
+    assert list(dlrm["worker0_step_12"]) == ["1694128201545"]
+    assert list(snap["hta_cpu_only_gloo"]) == ["rank-34.Jul_15_10_52_41"]
+    assert "expected" not in str(snap["kineto_resnet50/resnet50_num_workers_0"])
+
+
+def test_has_traces(tmp_path):
+    assert not has_traces(str(tmp_path))
+    write(tmp_path / "a" / "b" / "config.json", b'{"lr": 1}')
+    assert not has_traces(str(tmp_path))
+    write(tmp_path / "a" / "b" / "libkineto_activities_1.json")
+    assert has_traces(str(tmp_path))
+    assert has_traces(str(SHARED))
