@@ -77,6 +77,9 @@ def category_kind(cat: str) -> Kind:
 BREAKDOWN_ORDER = ("Kernel", "Memcpy", "Memset", "Communication", "Runtime", "DataLoader",
                    "CPU Exec", "Other")
 
+#: Categories only a trace with GPU activity shows (a CPU-only overview has none of them).
+GPU_BREAKDOWN_CATEGORIES = ("Kernel", "Memcpy", "Memset", "Communication", "Runtime")
+
 #: Host ops that load data: ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__``.
 DATALOADER_NAME = re.compile(r"^enumerate\((DataLoader|DataPipe)\)#.*__next__$")
 
@@ -109,4 +112,29 @@ TENSOR_CORE_ELIGIBLE_OP = re.compile(
     r"_scaled_dot_product\w*|scaled_dot_product_attention|_flash_attention\w*|"
     r"_efficient_attention\w*)$|^(CudnnConvolutionBackward|ConvolutionBackward|MmBackward|"
     r"AddmmBackward|BmmBackward|BaddbmmBackward)",
+)
+
+# --- steps (SPEC §2.1) -----------------------------------------------------------------------
+
+#: The last step with GPU work is dropped when the step before it launched more than this
+#: many times as many device activities (its kernels were probably cut off).
+TRAILING_STEP_RATIO = 1.25
+
+# --- vendors (SPEC §2.3) ---------------------------------------------------------------------
+
+#: Runtime calls of AMD's HIP runtime (ROCm traces keep the `cuda_runtime` category).
+ROCM_RUNTIME_NAME = re.compile(r"^hip[A-Z]")
+#: deviceProperties names of AMD GPUs.
+AMD_DEVICE_NAME = re.compile(r"\b(AMD|Radeon|Instinct)\b|\bMI\d{3}", re.IGNORECASE)
+#: Tensor cores exist from compute capability 7.0 (Volta) on NVIDIA GPUs.
+TENSOR_CORE_MIN_COMPUTE_MAJOR = 7
+
+# --- recommendations (SPEC §2.6) ---------------------------------------------------------------
+
+#: Python frames of torch.nn.DataParallel (it should be DistributedDataParallel).
+DATA_PARALLEL_FRAME = re.compile(r"^nn\.Module: DataParallel")
+#: Autograd functions torch.nn.DataParallel runs every step.
+DATA_PARALLEL_OP = re.compile(
+    r"^(torch::autograd::)?(Broadcast|Scatter|Gather|ReduceAddCoalesced)(Backward\d*)?$|"
+    r"^(autograd::engine::evaluate_function: )?(Broadcast|Scatter|Gather)Backward\d*$"
 )

@@ -1,0 +1,113 @@
+"""Run every analysis of one trace once (SPEC §2); the views only format the result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model import Note, Trace
+from ..taxonomy import (
+    COLLECTIVE_OP_NAME,
+    COMMUNICATION_KERNEL_NAME,
+    DEVICE_ACTIVITY_KINDS,
+    HOST_KINDS,
+    TENSOR_CORE_ELIGIBLE_OP,
+    TENSOR_CORE_KERNEL,
+    Kind,
+)
+from .breakdown import Breakdown, name_mask, step_breakdown
+from .gpu_metrics import GpuSummary, gpu_summaries, is_rocm
+from .links import Links, attach_by_time, link
+from .operators import OpNodes, call_stacks, op_nodes
+from .recommendations import Facts, Item, gather_facts, recommend
+from .steps import Steps, find_steps
+from .tree import HostTree, any_ancestor_or_self, build_tree
+from .units import pct
+
+
+@dataclass
+class Analysis:
+    """Everything the views need, computed once per trace."""
+
+    trace: Trace
+    links: Links
+    tree: HostTree
+    steps: Steps
+    breakdown: Breakdown
+    gpus: list[GpuSummary]
+    nodes: OpNodes
+    stack_ids: np.ndarray
+    stack_strings: list[str]
+    tc_kernel: np.ndarray       # row mask: kernels using tensor cores
+    comm_kernel: np.ndarray     # row mask: communication kernels
+    tc_eligible_name: np.ndarray  # per string: name of a tensor-core-eligible op
+    gpu: bool                   # device type GPU (runtime, kernel, memcpy or memset seen)
+    rocm: bool
+    has_host: bool
+    has_kernels: bool
+    facts: Facts
+    items: list[Item]
+    notes: list[Note] = field(default_factory=list)
+
+    def check(self) -> None:
+        """Invariants (tests call this)."""
+        self.tree.check()
+        self.steps.check()
+        self.breakdown.check()
+        self.nodes.check()
+
+
+def communication_kernels(trace: Trace, links: Links, tree: HostTree) -> np.ndarray:
+    """Row mask: kernels named nccl*/rccl*, or launched under a collective host op."""
+    kernel = trace.kind == Kind.KERNEL
+    comm = kernel & name_mask(trace, COMMUNICATION_KERNEL_NAME)
+    collective = any_ancestor_or_self(tree.parent, name_mask(trace, COLLECTIVE_OP_NAME)[tree.rows])
+    if collective.any():
+        rows = np.flatnonzero(kernel)
+        comm[rows] |= tree.flag_at_rows(collective, links.launching_op(rows))
+    return comm
+
+
+def analyze(trace: Trace) -> Analysis:
+    """All analyses of ``trace`` (pure: reads the trace, returns plain data)."""
+    kind_counts = np.bincount(trace.kind, minlength=len(Kind))
+    gpu = bool(kind_counts[Kind.RUNTIME] or any(kind_counts[k] for k in DEVICE_ACTIVITY_KINDS))
+    has_host = bool(sum(kind_counts[k] for k in HOST_KINDS))
+    has_kernels = bool(kind_counts[Kind.KERNEL])
+    rocm = is_rocm(trace) if gpu else False
+
+    tree = build_tree(trace)
+    links = attach_by_time(trace, link(trace), tree)
+    tc_kernel = (trace.kind == Kind.KERNEL) & name_mask(trace, TENSOR_CORE_KERNEL)
+    comm_kernel = communication_kernels(trace, links, tree)
+    steps = find_steps(trace, links)
+    breakdown = step_breakdown(trace, steps, comm_kernel, gpu=gpu)
+    gpus = gpu_summaries(trace, steps.window(), tc_kernel)
+    nodes = op_nodes(trace, tree, links, tc_kernel)
+    stack_ids, stack_strings = call_stacks(trace, tree)
+    tc_eligible_name = np.fromiter((bool(TENSOR_CORE_ELIGIBLE_OP.search(s)) for s in trace.strings),
+                                   bool, len(trace.strings))
+
+    sums = breakdown.values.sum(axis=0)
+    total = int(breakdown.totals.sum())
+    shares = {c: pct(int(v), total) for c, v in zip(breakdown.categories, sums.tolist())}
+    facts = gather_facts(trace, links, tree, tc_kernel, shares=shares, gpus=gpus)
+
+    notes = list(steps.notes)
+    if links.owners_by_time:
+        notes.append(Note("info", "external_id_mismatch",
+                          f"{links.owners_by_time:,} runtime calls carry an External id that "
+                          "names no host event enclosing them (some Kineto versions write the "
+                          "correlation id there); they were attached to the host event enclosing "
+                          "them in time."))
+    if tree.clipped:
+        notes.append(Note("warning", "partial_overlaps",
+                          f"{tree.clipped:,} host events overlapped the event they start in "
+                          "without ending inside it (fractional timestamps); each was clipped to "
+                          "that event for the operator view."))
+    return Analysis(trace=trace, links=links, tree=tree, steps=steps, breakdown=breakdown,
+                    gpus=gpus, nodes=nodes, stack_ids=stack_ids, stack_strings=stack_strings,
+                    tc_kernel=tc_kernel, comm_kernel=comm_kernel,
+                    tc_eligible_name=tc_eligible_name, gpu=gpu, rocm=rocm, has_host=has_host,
+                    has_kernels=has_kernels, facts=facts, items=recommend(facts), notes=notes)

@@ -1,0 +1,113 @@
+"""GPU summary (SPEC §2.3): per GPU over ``[first step start, last step end)``.
+
+- GPU Utilization = |union of the GPU's kernel intervals in the window| / window
+- Est. SM Efficiency = sum(min(blocks / numSms, 1) x in-window duration) / window
+- Est. Achieved Occupancy = in-window-duration-weighted mean of ``est. achieved occupancy %``
+- Kernel time using Tensor Cores = in-window time of tensor-core kernels / kernel time
+
+A metric that cannot be computed (no grid, no numSms, no occupancy args, an AMD GPU for
+tensor cores) is left out, never shown as 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from ..model import Trace
+from ..taxonomy import AMD_DEVICE_NAME, ROCM_RUNTIME_NAME, TENSOR_CORE_MIN_COMPUTE_MAJOR, Kind
+from .breakdown import name_mask
+from .intervals import clipped_durations, covered, union
+
+DEFINITIONS = {
+    "GPU Utilization": "Share of the steps' time in which at least one kernel ran on this "
+                       "GPU.",
+    "Est. SM Efficiency": "Estimated share of streaming multiprocessors busy over the steps' "
+                          "time: each kernel counts min(blocks / SMs, 1) x its duration.",
+    "Est. Achieved Occupancy": "Duration-weighted mean of the kernels' estimated achieved "
+                               "occupancy (active warps / maximum warps per SM).",
+    "Kernel time using Tensor Cores": "Share of kernel time spent in kernels that use Tensor "
+                                      "Cores.",
+}
+
+
+@dataclass
+class GpuSummary:
+    id: int
+    name: Optional[str]
+    memory_bytes: Optional[int]
+    compute_capability: Optional[str]
+    #: metric name -> percent (unrounded); only the metrics that could be computed
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "name": self.name, "memory_bytes": self.memory_bytes,
+                "compute_capability": self.compute_capability,
+                "metrics": [{"name": k, "value": round(v, 2), "unit": "%",
+                             "definition": DEFINITIONS[k]} for k, v in self.metrics.items()]}
+
+
+def is_rocm(trace: Trace) -> bool:
+    """AMD GPU trace: HIP runtime calls or an AMD device name."""
+    rt = trace.kind == Kind.RUNTIME
+    if rt.any() and name_mask(trace, ROCM_RUNTIME_NAME)[rt].any():
+        return True
+    return any(isinstance(p.get("name"), str) and AMD_DEVICE_NAME.search(p["name"])
+               for p in trace.device_properties)
+
+
+def device_props(trace: Trace, device: int) -> dict:
+    """deviceProperties entry of ``device``; a lone (or uniform) list stands for every GPU
+    (a rank's trace may list only its own GPU under id 0)."""
+    props = trace.device_properties
+    for p in props:
+        if p.get("id") == device:
+            return p
+    names = {p.get("name") for p in props}
+    return props[0] if props and len(names) == 1 else {}
+
+
+def gpu_summaries(trace: Trace, window: tuple[int, int], tc_kernel: np.ndarray) -> list[GpuSummary]:
+    """One summary per GPU id seen on kernels, in id order."""
+    kernels = np.flatnonzero(trace.kind == Kind.KERNEL)
+    lo, hi = window
+    length = hi - lo
+    rocm = is_rocm(trace)
+    out = []
+    for dev in np.unique(trace.device[kernels]).tolist():
+        if dev < 0:
+            continue
+        rows = kernels[trace.device[kernels] == dev]
+        props = device_props(trace, dev)
+        major, minor = props.get("computeMajor"), props.get("computeMinor")
+        cc = f"{major}.{minor}" if isinstance(major, int) and isinstance(minor, int) else None
+        mem = props.get("totalGlobalMem")
+        summary = GpuSummary(id=int(dev), name=props.get("name"),
+                             memory_bytes=mem if isinstance(mem, int) else None,
+                             compute_capability=cc)
+        out.append(summary)
+        if length <= 0:
+            continue
+        s = trace.start[rows]
+        e = s + trace.dur[rows]
+        ms, me = union(s, e)
+        busy = int(covered(ms, me, np.array([lo]), np.array([hi]))[0])
+        m = summary.metrics
+        m["GPU Utilization"] = 100 * busy / length
+        d = clipped_durations(s, e, lo, hi)
+        blocks = trace.blocks[rows]
+        sms = props.get("numSms")
+        if isinstance(sms, int) and sms > 0 and (blocks >= 0).any():
+            known = blocks >= 0
+            eff = np.minimum(blocks[known] / sms, 1.0) * d[known]
+            m["Est. SM Efficiency"] = 100 * float(eff.sum()) / length
+        occ = trace.occupancy[rows]
+        known = ~np.isnan(occ) & (d > 0)
+        if known.any():
+            m["Est. Achieved Occupancy"] = float((occ[known] * d[known]).sum() / d[known].sum())
+        no_tc = rocm or (isinstance(major, int) and major < TENSOR_CORE_MIN_COMPUTE_MAJOR)
+        if not no_tc and d.sum() > 0:
+            m["Kernel time using Tensor Cores"] = 100 * int(d[tc_kernel[rows]].sum()) / int(d.sum())
+    return out

@@ -1,0 +1,321 @@
+"""Operator statistics (SPEC §2.4): host/device self and total time per host op.
+
+Per node of the host tree (after same-name collapse):
+
+- host total  = its (clipped) duration
+- host self   = host total - durations of its direct children (ops, user ranges, python
+  frames) - durations of the runtime calls attached to it (External id)
+- device self = device time of its runtime calls (kernels, memcpys, memsets they launched)
+- device total = device self of its whole subtree (a contiguous range in tree order)
+
+Example: ``conv [0, 10)`` with child ``cudnn [2, 8)`` whose ``cudaLaunchKernel [3, 4)``
+launched a 5 µs kernel: conv self 4 / total 10 host, 0 / 5 device; cudnn 5 / 6, 5 / 5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import Trace
+from ..taxonomy import OPERATOR_EXCLUDED_NAME, Kind
+from .breakdown import name_mask
+from .links import Links
+from .tree import HostTree, collapse_same_name, nearest_marked_ancestor
+from .units import us_list
+
+GROUP_BY = ("Operation", "OperationAndInputShape")
+
+
+@dataclass
+class OpNodes:
+    """Per tree position (``tree.rows``), int64 ns; merged positions are not ``alive``."""
+
+    alive: np.ndarray
+    rep: np.ndarray
+    host_total: np.ndarray
+    host_self: np.ndarray
+    device_self: np.ndarray
+    device_total: np.ndarray
+    tc_self: np.ndarray
+    tc_total: np.ndarray
+
+    def check(self) -> None:
+        a = self.alive
+        assert (self.host_self[a] <= self.host_total[a]).all()
+        assert (self.device_self[a] <= self.device_total[a]).all()
+
+
+def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group rows by equal values of the int columns: ``(first row of each group, group of
+    each row)``, groups in ascending key order. Columns are combined pairwise into dense ids,
+    so keys never overflow (cheaper than ``np.unique(axis=0)``)."""
+    ids = np.zeros(len(cols[0]), dtype=np.int64)
+    for col in cols:
+        col = col.astype(np.int64)
+        span = int(col.max()) - int(col.min()) + 1 if len(col) else 1
+        _, first, ids = np.unique(ids * span + (col - (col.min() if len(col) else 0)),
+                                  return_index=True, return_inverse=True)
+        ids = ids.reshape(-1).astype(np.int64)
+    if not len(cols[0]):
+        return np.zeros(0, dtype=np.int64), ids
+    return first, ids
+
+
+def _sum_to(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """``out[k] = sum(values[index == k])`` as int64 (float sums exact below 2**53 ns)."""
+    if not len(index):
+        return np.zeros(n, dtype=np.int64)
+    return np.rint(np.bincount(index, weights=values, minlength=n)).astype(np.int64)
+
+
+def op_nodes(trace: Trace, tree: HostTree, links: Links, tc_kernel: np.ndarray) -> OpNodes:
+    """Host/device self and total time of every host-tree node (vectorised)."""
+    n = len(tree)
+    rows = tree.rows
+    kind = trace.kind[rows]
+    is_op = kind == Kind.HOST_OP
+    rep = collapse_same_name(tree.parent, is_op, trace.name[rows])
+    alive = rep == np.arange(n)
+    dur = tree.end - tree.start
+
+    # host children of surviving nodes, re-parented onto the representative of their parent
+    # (runtime calls are leaves of the tree too; they count through their owner instead)
+    kid = np.flatnonzero(alive & (tree.parent >= 0) & (kind != Kind.RUNTIME))
+    child_ns = _sum_to(rep[tree.parent[kid]], dur[kid], n)
+
+    # runtime calls -> owning node (through the collapse)
+    rts = links.runtime_rows[links.owner[links.runtime_rows] >= 0]
+    owner_pos = tree.pos_of_row[links.owner[rts]]
+    ok = owner_pos >= 0
+    rts, owner_pos = rts[ok], owner_pos[ok]
+    rt_ns = _sum_to(rep[owner_pos], trace.dur[rts], n)
+    dev_raw = _sum_to(owner_pos, links.device_ns[rts], n)  # on the original position
+
+    # tensor-core device time per runtime call
+    acts = links.activity_rows[tc_kernel[links.activity_rows]]
+    acts = acts[links.launcher[acts] >= 0]
+    tc_rt = _sum_to(links.launcher[acts], trace.dur[acts], len(trace))
+    tc_raw = _sum_to(owner_pos, tc_rt[rts], n)
+
+    def subtree(raw: np.ndarray) -> np.ndarray:
+        cum = np.concatenate(([0], np.cumsum(raw)))
+        return cum[tree.subtree_end] - cum[np.arange(n)]
+
+    def to_rep(raw: np.ndarray) -> np.ndarray:
+        return _sum_to(rep, raw, n)
+
+    return OpNodes(alive=alive, rep=rep, host_total=dur, host_self=dur - child_ns - rt_ns,
+                   device_self=to_rep(dev_raw), device_total=subtree(dev_raw),
+                   tc_self=to_rep(tc_raw), tc_total=subtree(tc_raw))
+
+
+def call_stacks(trace: Trace, tree: HostTree) -> tuple[np.ndarray, list[str]]:
+    """Call stack per tree position: ``args["Call stack"]``, else the chain of enclosing
+    python frames, innermost first, ``;``-separated (SPEC §1.3). Returns ``(ids, strings)``
+    with ids into the returned string list (``-1`` = none).
+
+    Python frames are per-call instances, so chains are interned level by level as
+    ``(frame name, id of the caller's chain)`` pairs (vectorised); text is built only for
+    the distinct chains ops actually sit under.
+    """
+    stack = trace.stack[tree.rows].astype(np.int64)
+    strings = list(trace.stacks)
+    kind = trace.kind[tree.rows]
+    is_py = kind == Kind.PYTHON
+    if not is_py.any():
+        return stack, strings
+    up = nearest_marked_ancestor(tree.parent, is_py)
+    need = np.flatnonzero((stack < 0) & (up >= 0) & (kind == Kind.HOST_OP))
+    if not len(need):
+        return stack, strings
+    py = np.flatnonzero(is_py)
+    py_up = up[py]
+    # python depth of each frame (pointer doubling along py_up)
+    local = np.full(len(tree), -1, dtype=np.int64)
+    local[py] = np.arange(len(py))
+    jump = np.where(py_up >= 0, local[np.maximum(py_up, 0)], -1)
+    depth = (jump >= 0).astype(np.int64)   # levels between a frame and jump[frame]
+    while (jump >= 0).any():
+        live = np.flatnonzero(jump >= 0)
+        depth[live] += depth[jump[live]]
+        jump[live] = jump[jump[live]]
+    chain = np.full(len(py), -1, dtype=np.int64)       # interned chain id per frame
+    names = trace.name[tree.rows[py]].astype(np.int64)
+    caller = np.where(py_up >= 0, local[np.maximum(py_up, 0)], -1)
+    by_depth = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
+    tab_name: list = []
+    tab_caller: list = []
+    count = 0
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        at = by_depth[a:b]
+        if b - a == 1:  # a lone frame at this depth (deep, narrow chains): no grouping
+            i = int(at[0])
+            c = int(caller[i])
+            tab_name.append(np.array([names[i]]))
+            tab_caller.append(np.array([chain[c] if c >= 0 else -1]))
+            chain[i] = count
+            count += 1
+            continue
+        callers = np.where(caller[at] >= 0, chain[np.maximum(caller[at], 0)], -1)
+        first, ids = group_ids(callers, names[at])
+        chain[at] = count + ids
+        tab_name.append(names[at][first])
+        tab_caller.append(callers[first])
+        count += len(first)
+    tname = np.concatenate(tab_name)
+    tcaller = np.concatenate(tab_caller)
+    op_chain = chain[local[up[need]]]
+    used, inv = np.unique(op_chain, return_inverse=True)
+    index = {t: i for i, t in enumerate(strings)}
+    callers_of = tcaller.tolist()
+    name_of = tname.tolist()
+    ids = []
+    for c in used.tolist():
+        frames = []
+        while c >= 0:  # iterative walk up the callers (no per-level text: O(depth) memory)
+            frames.append(trace.strings[name_of[c]])
+            c = callers_of[c]
+        t = ";".join(frames)
+        if t not in index:
+            index[t] = len(strings)
+            strings.append(t)
+        ids.append(index[t])
+    stack[need] = np.array(ids, dtype=np.int64)[inv.reshape(-1)]
+    return stack, strings
+
+
+@dataclass
+class OperatorGroups:
+    """Operator table rows, and per-call-stack rows of each group."""
+
+    rows: list[dict]                           # operation/table payload
+    stacks: dict[tuple[str, str], list[dict]]  # (name, input_shape or "") -> stack rows
+
+
+def table_mask(trace: Trace, tree: HostTree, nodes: OpNodes) -> np.ndarray:
+    """Positions that are operator-table rows (SPEC §2.4.5)."""
+    rows = tree.rows
+    excluded = name_mask(trace, OPERATOR_EXCLUDED_NAME)[rows]
+    return nodes.alive & (trace.kind[rows] == Kind.HOST_OP) & ~excluded
+
+
+_DURATIONS = ("device_self_duration", "device_total_duration", "host_self_duration",
+              "host_total_duration")
+
+
+def group_operators(trace: Trace, tree: HostTree, nodes: OpNodes, stack_ids: np.ndarray,
+                    stack_strings: list[str], tc_eligible_name: np.ndarray, *, by_shape: bool,
+                    gpu: bool) -> OperatorGroups:
+    """Operator table rows grouped by name (and input shape), sorted by device self time
+    (host self without GPU), and per-call-stack rows for each group."""
+    sel = np.flatnonzero(table_mask(trace, tree, nodes))
+    rows = tree.rows[sel]
+    cols = {
+        "name": trace.name[rows].astype(np.int64),
+        "shape": trace.shape[rows].astype(np.int64) if by_shape else np.zeros(len(sel), np.int64),
+        "stack": stack_ids[sel],
+        "device_self_duration": nodes.device_self[sel],
+        "device_total_duration": nodes.device_total[sel],
+        "host_self_duration": nodes.host_self[sel],
+        "host_total_duration": nodes.host_total[sel],
+        "tc_self": nodes.tc_self[sel],
+        "tc_total": nodes.tc_total[sel],
+    }
+    fmt = _RowFormat(trace, stack_strings, tc_eligible_name, by_shape, gpu)
+    table = _sorted(fmt.rows(cols, ("name", "shape")), gpu)
+    stacks: dict[tuple[str, str], list[dict]] = {}
+    keep = cols["stack"] >= 0
+    if keep.any():
+        sub = {k: v[keep] for k, v in cols.items()}
+        for row in fmt.rows(sub, ("name", "shape", "stack")):
+            key = (row["name"], row.get("input_shape", ""))
+            stacks.setdefault(key, []).append(row)
+        stacks = {k: _sorted(v, gpu) for k, v in stacks.items()}
+    return OperatorGroups(rows=table, stacks=stacks)
+
+
+@dataclass
+class _RowFormat:
+    trace: Trace
+    stack_strings: list[str]
+    tc_eligible_name: np.ndarray
+    by_shape: bool
+    gpu: bool
+
+    def rows(self, cols: dict[str, np.ndarray], keys: tuple[str, ...]) -> list[dict]:
+        """Group ``cols`` by ``keys`` and format one JSON row per group."""
+        if not len(cols["name"]):
+            return []
+        first, inv = group_ids(*(cols[k] for k in keys))
+        g = len(first)
+        sums = {k: _sum_to(inv, cols[k], g) for k in (*_DURATIONS, "tc_self", "tc_total")}
+        out_us = {k: us_list(sums[k]) for k in _DURATIONS}
+        calls = np.bincount(inv, minlength=g).tolist()
+        has_stack = (np.bincount(inv, weights=cols["stack"] >= 0, minlength=g) > 0).tolist()
+        strings, shapes = self.trace.strings, self.trace.shapes
+        out = []
+        for j, f in enumerate(first.tolist()):
+            nm = int(cols["name"][f])
+            row = {"name": strings[nm]}
+            if self.by_shape:
+                sh = int(cols["shape"][f])
+                row["input_shape"] = shapes[sh] if sh >= 0 else ""
+            row["calls"] = calls[j]
+            for k in _DURATIONS:
+                row[k] = out_us[k][j]
+            row["has_call_stack"] = bool(has_stack[j])
+            if self.gpu:
+                row["tc_eligible"] = bool(self.tc_eligible_name[nm])
+                row["tc_self_ratio"] = _ratio(sums["tc_self"][j], sums["device_self_duration"][j])
+                row["tc_total_ratio"] = _ratio(sums["tc_total"][j],
+                                               sums["device_total_duration"][j])
+            if "stack" in keys:
+                row["call_stack"] = self.stack_strings[int(cols["stack"][f])]
+            out.append(row)
+        return out
+
+
+def _ratio(part: int, whole: int) -> float:
+    """Share in percent, two decimals; 0 when there is no device time."""
+    return round(100 * int(part) / int(whole), 2) if whole else 0.0
+
+
+def _sorted(rows: list[dict], gpu: bool) -> list[dict]:
+    key = "device_self_duration" if gpu else "host_self_duration"
+    return sorted(rows, key=lambda r: (-r[key], -r["host_self_duration"], r["name"],
+                                       r.get("input_shape", ""), r.get("call_stack", "")))
+
+
+PIES = (
+    ("device_total_time", "Device Total Time (us)", "device_total_duration"),
+    ("device_self_time", "Device Self Time (us)", "device_self_duration"),
+    ("host_total_time", "Host Total Time (us)", "host_total_duration"),
+    ("host_self_time", "Host Self Time (us)", "host_self_duration"),
+)
+
+
+def operator_pies(rows: list[dict], gpu: bool) -> dict:
+    """The four pies of the operation view: every group with a value > 0, descending."""
+    out = {}
+    for key, title, col in PIES:
+        if key.startswith("device") and not gpu:
+            out[key] = None
+            continue
+        items = [(_label(r), r[col]) for r in rows if r[col] > 0]
+        if not items:
+            out[key] = None
+            continue
+        items.sort(key=lambda x: (-x[1], x[0]))
+        out[key] = {"title": title,
+                    "columns": [{"type": "string", "name": "name"},
+                                {"type": "number", "name": "value"}],
+                    "rows": [[nm, v] for nm, v in items]}
+    return out
+
+
+def _label(row: dict) -> str:
+    shape = row.get("input_shape")
+    return f"{row['name']} {shape}" if shape else row["name"]

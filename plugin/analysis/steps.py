@@ -1,0 +1,157 @@
+"""Steps (iterations) and their device-aware re-timing (SPEC §2.1).
+
+Host steps are the ``ProfilerStep#N`` events (host categories only), in time order; without
+any, the whole trace is one step ``"0"``. GPU work is charged to the step that launched it:
+each step is stretched to cover the device activities launched by runtime calls lying
+entirely inside it, starting no earlier than where the previous step ended. Trailing steps
+whose device work was not fully captured are dropped.
+
+Example: host steps ``[0, 10) [10, 20)`` whose kernels run ``[8, 14)`` and ``[21, 25)``
+become ``[0, 14) [14, 25)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model import Note, Trace
+from ..taxonomy import HOST_KINDS, STEP_NAME, TRAILING_STEP_RATIO, Kind
+from .links import Links
+
+
+@dataclass
+class Steps:
+    """Kept steps after re-timing, plus what was dropped (all times int ns)."""
+
+    names: list[str]
+    start: np.ndarray
+    end: np.ndarray
+    host_start: np.ndarray
+    host_end: np.ndarray
+    #: device activities launched from inside each kept step
+    activities: np.ndarray
+    #: number of host steps found (before the trailing drop)
+    found: int = 0
+    #: the whole trace stands for one step (no ProfilerStep in it)
+    synthetic: bool = False
+    notes: list[Note] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def dropped(self) -> int:
+        return self.found - len(self.names)
+
+    def window(self) -> tuple[int, int]:
+        """``[first step start, last step end)``; ``(0, 0)`` without steps."""
+        if not len(self.names):
+            return 0, 0
+        return int(self.start[0]), int(self.end[-1])
+
+    def check(self) -> None:
+        assert (self.end >= self.start).all()
+        assert (self.start[1:] >= self.end[:-1]).all(), "re-timed steps do not overlap"
+
+
+def host_steps(trace: Trace) -> tuple[list[str], np.ndarray, np.ndarray, bool]:
+    """``(names, start, end, synthetic)`` of the host steps, in time order.
+
+    A step number seen twice (e.g. on two threads) keeps its first occurrence in time.
+    """
+    rows = np.flatnonzero(trace.kind == Kind.STEP)
+    if len(rows):
+        rows = rows[np.lexsort((rows, trace.start[rows]))]
+        names = [STEP_NAME.match(trace.strings[i]).group(1)
+                 for i in trace.name[rows].tolist()]
+        seen: set[str] = set()
+        keep = []
+        for k, nm in enumerate(names):
+            if nm not in seen:
+                seen.add(nm)
+                keep.append(k)
+        rows = rows[keep]
+        names = [names[k] for k in keep]
+        start = trace.start[rows]
+        return names, start, start + trace.dur[rows], False
+    host = np.flatnonzero(trace.mask(*HOST_KINDS))
+    if not len(host):
+        host = np.flatnonzero(trace.kind != Kind.TRACE_SPAN)
+    if not len(host):
+        empty = np.zeros(0, dtype=np.int64)
+        return [], empty, empty, True
+    start = int(trace.start[host].min())
+    end = int((trace.start[host] + trace.dur[host]).max())
+    return ["0"], np.array([start], dtype=np.int64), np.array([end], dtype=np.int64), True
+
+
+def find_steps(trace: Trace, links: Links) -> Steps:
+    """Host steps, re-timed to the device work they launched, trailing steps dropped."""
+    names, hs, he, synthetic = host_steps(trace)
+    n = len(names)
+    if not n:
+        empty = np.zeros(0, dtype=np.int64)
+        return Steps([], empty, empty, empty, empty, empty, 0, synthetic)
+
+    # step of each launching runtime call: the one whose host span contains it entirely
+    acts = links.activity_rows
+    act_start = trace.start[acts]
+    act_end = act_start + trace.dur[acts]
+    rt = links.launcher[acts]
+    has_rt = rt >= 0
+    rt_c = np.maximum(rt, 0)
+    rt_start = trace.start[rt_c]
+    rt_end = rt_start + trace.dur[rt_c]
+    k = np.searchsorted(hs, rt_start, side="right") - 1
+    k_c = np.maximum(k, 0)
+    inside = has_rt & (k >= 0) & (rt_end <= he[k_c])
+    step_of = np.where(inside, k_c, -1)
+
+    counts = np.bincount(step_of[inside], minlength=n).astype(np.int64)
+    dev_start = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    dev_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(dev_start, step_of[inside], act_start[inside])
+    np.maximum.at(dev_end, step_of[inside], act_end[inside])
+    launched = counts > 0
+
+    start = hs.copy()
+    end = he.copy()
+    if launched.any():
+        # seed: device work queued before the first step (not launched from inside a step)
+        first_dev = int(dev_start[np.argmax(launched)])
+        outside = ~inside & (act_end <= first_dev)
+        prev_end = int(hs[0])
+        if outside.any():
+            prev_end = max(prev_end, int(act_end[outside].max()))
+        for i in range(n):  # one pass over steps (few), the per-event work is above
+            s = max(prev_end, int(hs[i]))
+            e = max(int(he[i]), int(dev_end[i])) if launched[i] else max(int(he[i]), s)
+            start[i], end[i] = s, e
+            prev_end = e
+
+    notes: list[Note] = []
+    keep = n
+    if launched.any():
+        last = int(np.flatnonzero(launched)[-1])
+        keep = last + 1
+        reason = "they launched no GPU work"
+        if last >= 1 and counts[last - 1] > TRAILING_STEP_RATIO * counts[last]:
+            keep = last
+            reason = (f"the last step with GPU work launched {counts[last]:,} device "
+                      f"activities against {counts[last - 1]:,} in the step before it, so its "
+                      "GPU work was probably not fully captured")
+        if keep < n:
+            dropped = n - keep
+            which = ", ".join(names[keep:])
+            notes.append(Note("info", "dropped_steps",
+                              f"Dropped {dropped} trailing step{'s' if dropped > 1 else ''} "
+                              f"({which}) from the overview: {reason}."))
+    if synthetic:
+        notes.append(Note("info", "no_steps", "No ProfilerStep in this trace: the whole trace "
+                          "is shown as one step. Use torch.profiler's schedule and call "
+                          "prof.step() every iteration to see steps."))
+    return Steps(names=names[:keep], start=start[:keep], end=end[:keep], host_start=hs[:keep],
+                 host_end=he[:keep], activities=counts[:keep], found=n, synthetic=synthetic,
+                 notes=notes)

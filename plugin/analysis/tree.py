@@ -1,0 +1,245 @@
+"""Per-thread nesting of host events by time containment (SPEC §2.4.1-2).
+
+Host events (ops, user ranges, python frames, steps) and runtime calls of one thread are
+sorted by ``(start asc, end desc, host before runtime, file order)``; runtime calls are
+leaves that tell which host event encloses them. event ``c`` is a child of ``p`` when
+``p.start <= c.start < p.end`` and ``c.end <= p.end`` (torch's own rule, so a zero-length
+event at its neighbour's end is a sibling, not a child). A partial overlap
+(``c.start < p.end < c.end``, seen with fractional timestamps) is attached to the deepest
+event containing its start and clipped to it (counted in :attr:`HostTree.clipped`).
+
+The nesting is vectorised, O(n log n) and never recursive: in a laminar family the number
+of ancestors of ``i`` is ``#{j before i: end_j > start_i}`` and its parent is the last
+event before it with one ancestor fewer (sort + searchsorted). The rare top-level groups
+holding a partial overlap are redone with an iterative stack (O(n), no recursion).
+
+Example (one thread)::
+
+    rows   A [0, 10)   B [2, 5)   C [5, 8)   D [6, 7)
+    parent -1          A          A          C
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import Trace
+from ..taxonomy import HOST_KINDS, Kind
+
+
+@dataclass
+class HostTree:
+    """Host events in tree order; per-position arrays (``-1`` = none)."""
+
+    rows: np.ndarray         # trace row of each position
+    start: np.ndarray        # ns
+    end: np.ndarray          # ns, clipped to the parent on partial overlaps
+    parent: np.ndarray       # parent position
+    subtree_end: np.ndarray  # exclusive end position of the subtree (pre-order ranges)
+    pos_of_row: np.ndarray   # trace row -> position (length len(trace))
+    clipped: int             # partial overlaps clipped
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def flag_at_rows(self, flag: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Per trace row: ``flag`` of its tree position (False for rows not in the tree)."""
+        pos = np.where(rows >= 0, self.pos_of_row[np.maximum(rows, 0)], -1)
+        if not len(flag):
+            return np.zeros(len(rows), dtype=bool)
+        return (pos >= 0) & flag[np.maximum(pos, 0)]
+
+    def contains(self, outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
+        """Per pair of positions: ``outer`` is ``inner`` or one of its ancestors."""
+        ok = (outer >= 0) & (inner >= 0)
+        o = np.maximum(outer, 0)
+        return ok & (o <= inner) & (inner < self.subtree_end[o])
+
+    def check(self) -> None:
+        """Children lie inside their parents; subtrees are contiguous."""
+        has = self.parent >= 0
+        p = self.parent[has]
+        assert (self.start[p] <= self.start[has]).all()
+        assert (self.end[has] <= self.end[p]).all()
+        assert (self.start[has] < self.end[p]).all()
+        pos = np.flatnonzero(has)
+        assert (pos > p).all() and (pos < self.subtree_end[p]).all()
+
+
+#: Kinds placed in the tree: host events, and runtime calls as leaves.
+TREE_KINDS = (*HOST_KINDS, Kind.RUNTIME)
+
+
+def build_tree(trace: Trace) -> HostTree:
+    """Nest the host events (and runtime calls) of every thread of ``trace``."""
+    rows = np.flatnonzero(trace.mask(*TREE_KINDS))
+    th = trace.thread[rows]
+    s = trace.start[rows]
+    e = s + trace.dur[rows]
+    is_rt = trace.kind[rows] == Kind.RUNTIME
+    order = np.lexsort((rows, is_rt, -e, s, th))
+    rows, th, s, e = rows[order], th[order], s[order], e[order]
+    n = len(rows)
+    parent = np.full(n, -1, dtype=np.int64)
+    sub_end = np.zeros(n, dtype=np.int64)
+    clipped = 0
+    bounds = np.concatenate(([0], np.flatnonzero(np.diff(th)) + 1, [n]))
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        par, end, nclip = nest(s[a:b], e[a:b])
+        e[a:b] = end
+        parent[a:b] = np.where(par >= 0, par + a, -1)
+        sub_end[a:b] = a + np.searchsorted(s[a:b], end, side="left")
+        clipped += nclip
+    sub_end = np.maximum(sub_end, np.arange(n) + 1)
+    pos_of_row = np.full(len(trace), -1, dtype=np.int64)
+    pos_of_row[rows] = np.arange(n)
+    return HostTree(rows=rows, start=s, end=e, parent=parent, subtree_end=sub_end,
+                    pos_of_row=pos_of_row, clipped=clipped)
+
+
+def nest(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Parents of one thread's events sorted by (start asc, end desc, file order).
+
+    Returns ``(parent, clipped_end, number_clipped)``. Vectorised for laminar data; the
+    top-level groups that hold a partial overlap (rare: none in the shared real traces) are
+    redone with :func:`nest_stack`, which gives the same answer on laminar data.
+    """
+    parent = _laminar_parents(s, e)
+    has = parent >= 0
+    viol = has & (e > np.where(has, e[np.maximum(parent, 0)], 0))
+    if not viol.any():
+        return parent, e, 0
+    e = e.copy()
+    # top-level groups: an event starting at or after every earlier end opens a new one
+    run = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] >= run[:-1]
+    group = np.cumsum(new) - 1
+    firsts = np.flatnonzero(new)
+    lasts = np.append(firsts[1:], len(s))
+    clipped = 0
+    for g in np.unique(group[viol]):
+        a, b = firsts[g], lasts[g]
+        par, end, more = nest_stack(s[a:b], e[a:b])
+        parent[a:b] = np.where(par >= 0, par + a, -1)
+        e[a:b] = end
+        clipped += int(more.sum())
+    return parent, e, clipped
+
+
+def _laminar_parents(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Parents assuming no partial overlaps (callers verify and clip)."""
+    n = len(s)
+    parent = np.full(n, -1, dtype=np.int64)
+    nz = np.flatnonzero(e > s)
+    m = len(nz)
+    if not m:
+        return parent
+    S, E = s[nz], e[nz]
+    sorted_e = np.sort(E)
+    idx = np.arange(m, dtype=np.int64)
+    depth = idx - np.searchsorted(sorted_e, S, side="right")
+    keys = np.sort(depth * m + idx)
+    q = (depth - 1) * m + idx
+    p = np.searchsorted(keys, q, side="left") - 1
+    pk = keys[np.maximum(p, 0)]
+    ok = (depth > 0) & (p >= 0) & (pk // m == depth - 1)
+    parent[nz[ok]] = nz[pk[ok] % m]
+    # zero-length events are leaves under the deepest event containing their instant
+    z = np.flatnonzero(e <= s)
+    if len(z):
+        t = s[z]
+        last = np.searchsorted(S, t, side="right") - 1
+        c = (last + 1) - np.searchsorted(sorted_e, t, side="right")
+        q = (c - 1) * m + last
+        p = np.searchsorted(keys, q, side="right") - 1
+        pk = keys[np.maximum(p, 0)]
+        ok = (c > 0) & (last >= 0) & (p >= 0) & (pk // m == c - 1)
+        parent[z[ok]] = nz[pk[ok] % m]
+    return parent
+
+
+def nest_stack(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Reference nesting with an explicit stack (iterative, O(n)); same rule as :func:`nest`.
+
+    Returns ``(parent, clipped_end, clipped_mask)``.
+    """
+    n = len(s)
+    sl = s.tolist()
+    el = e.tolist()
+    parent = [-1] * n
+    clipped = np.zeros(n, dtype=bool)
+    stack: list[int] = []
+    for i in range(n):
+        si = sl[i]
+        while stack:
+            top = stack[-1]
+            et = el[top]
+            if si >= et:
+                stack.pop()
+                continue
+            if el[i] > et:
+                el[i] = et
+                clipped[i] = True
+            parent[i] = top
+            break
+        stack.append(i)
+    return np.array(parent, dtype=np.int64), np.array(el, dtype=np.int64), clipped
+
+
+# --- tree helpers (pointer doubling: O(n log depth), no recursion) --------------------------
+
+
+def any_ancestor_or_self(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
+    """``out[i]`` is true when ``flag`` holds for ``i`` or any of its ancestors."""
+    out = flag.copy()
+    anc = parent.copy()
+    while True:
+        live = anc >= 0
+        if not live.any():
+            return out
+        out[live] |= out[anc[live]]
+        anc[live] = anc[anc[live]]
+
+
+def nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """Nearest strict ancestor of each position for which ``marked`` holds; -1."""
+    nxt = parent.copy()
+    while True:
+        live = nxt >= 0
+        live[live] &= ~marked[nxt[live]]
+        if not live.any():
+            return nxt
+        # invariant: every node strictly between k and nxt[k] is unmarked, so jumping
+        # from an unmarked nxt[k] to its own nxt never skips a marked node
+        nxt[live] = nxt[nxt[live]]
+
+
+def collapse_same_name(parent: np.ndarray, is_op: np.ndarray, name: np.ndarray) -> np.ndarray:
+    """Same-name collapse (SPEC §2.4.2): representative position of each position.
+
+    An op whose only child op has its own name absorbs that child (repeatedly), as torch's
+    table does for re-dispatched ops; ``rep[i] == i`` for every surviving node.
+
+    Example: ``add_ -> add_ -> copy_`` gives ``rep == [0, 0, 2]``.
+    """
+    n = len(parent)
+    rep = np.arange(n, dtype=np.int64)
+    has = (parent >= 0) & is_op
+    has[has] &= is_op[parent[has]]
+    op_children = np.bincount(parent[(parent >= 0) & is_op], minlength=n)
+    merge = has.copy()
+    merge[has] &= (name[has] == name[parent[has]]) & (op_children[parent[has]] == 1)
+    rep[merge] = parent[merge]
+    while True:
+        nxt = rep[rep]
+        if (nxt == rep).all():
+            return rep
+        rep = nxt
+
+
+def host_kind_mask(trace: Trace, tree: HostTree, *kinds: Kind) -> np.ndarray:
+    """Per tree position: is the event one of ``kinds``."""
+    return np.isin(trace.kind[tree.rows], np.array(kinds, dtype=np.uint8))

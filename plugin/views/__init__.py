@@ -1,0 +1,84 @@
+"""JSON payloads of the views (SPEC §3), computed once per trace.
+
+``build_views(trace)`` runs the analyses and formats every payload up front (both
+``group_by`` variants), so :meth:`ViewSet.get` is a dict lookup. The payloads know nothing
+of HTTP; the app maps routes and query parameters onto :meth:`ViewSet.get`.
+
+Example::
+
+    views = build_views(read_trace("worker0.pt.trace.json.gz"))
+    views.names()                                   # ["Overview", "Operator", "Kernel", "Trace"]
+    views.get("operation/table", {"group_by": "Operation"})[0]["name"]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..analysis import Analysis, analyze
+from ..analysis.kernels import GROUP_BY as KERNEL_GROUP_BY
+from ..analysis.operators import GROUP_BY as OPERATOR_GROUP_BY
+from ..errors import NotFound
+from ..model import Trace
+from .kernel import kernel_payloads
+from .operator import group_by_param, operation_payloads, operator_groups, stack_rows
+from .overview import notes, overview_payload
+
+__all__ = ["ViewSet", "build_views"]
+
+
+class ViewSet:
+    """Precomputed payloads of one trace; :meth:`get` answers a route."""
+
+    ROUTES = ("overview", "operation", "operation/table", "operation/stack", "kernel/table",
+              "kernel", "kernel/tc_pie")
+
+    def __init__(self, analysis: Analysis):
+        self.analysis = analysis
+        a = analysis
+        self._groups = operator_groups(a)
+        self._operation = operation_payloads(self._groups, a.gpu)
+        self._kernel = kernel_payloads(a)
+        self._overview = overview_payload(a)
+        self._notes = notes(a)
+
+    def names(self) -> list[str]:
+        """Views that have data, in display order."""
+        a = self.analysis
+        out = []
+        if a.has_host:
+            out += ["Overview", "Operator"]
+        if a.has_kernels:
+            out.append("Kernel")
+        out.append("Trace")
+        return out
+
+    def notes(self) -> list[dict]:
+        """Data-quality notes ``[{"level", "code", "text"}]``: reader's, then analyses'."""
+        return self._notes
+
+    def get(self, route: str, params: Mapping[str, str]) -> Any:
+        """Payload of ``route`` for the query ``params`` (JSON-able; do not mutate).
+
+        Raises :class:`~stepscope.errors.BadParameter` for a bad view parameter and
+        :class:`~stepscope.errors.NotFound` for a route that is not a view route.
+        """
+        if route == "overview":
+            return self._overview
+        if route in ("operation", "operation/table"):
+            return self._operation[group_by_param(params, OPERATOR_GROUP_BY)][route]
+        if route == "operation/stack":
+            return stack_rows(self._groups, params)
+        if route == "kernel/table":
+            return self._kernel[route][group_by_param(params, KERNEL_GROUP_BY)]
+        if route in ("kernel", "kernel/tc_pie"):
+            group_by_param(params, KERNEL_GROUP_BY)
+            return self._kernel[route]
+        raise NotFound(f"unknown view route {route!r}",
+                       f"Use one of: {', '.join(self.ROUTES)}.")
+
+
+def build_views(trace: Trace) -> ViewSet:
+    """Analyse ``trace`` and precompute every view payload."""
+    return ViewSet(analyze(trace))

@@ -1,0 +1,82 @@
+"""Overview payload (SPEC §2.2, §2.3, §2.6, §3): steps table, performance summary, GPU
+summary, recommendations and data-quality notes."""
+
+from __future__ import annotations
+
+from ..analysis import Analysis
+from ..analysis.recommendations import to_html
+from ..analysis.units import div_round, pct, us
+
+_TOOLTIP = ('<div class="visualization-tooltip" style="white-space: nowrap;">'
+            "Step {step}<br>Total: {total}us<br><b>{cat}: {value}us</b><br>"
+            "Percentage: {share}%</div>")
+
+
+def steps_table(a: Analysis) -> dict:
+    """Chart table: one row per kept step, a value and a tooltip column per category."""
+    bd = a.breakdown
+    columns = [{"type": "string", "name": "Step"}]
+    for cat in bd.categories:
+        columns.append({"type": "number", "name": cat})
+        columns.append({"type": "string", "role": "tooltip", "p": {"html": "true"}})
+    rows = []
+    for i, step in enumerate(a.steps.names):
+        total_ns = int(bd.totals[i])
+        row: list = [step]
+        for k, cat in enumerate(bd.categories):
+            v = int(bd.values[i, k])
+            row.append(us(v))
+            row.append(_TOOLTIP.format(step=step, total=us(total_ns), cat=cat, value=us(v),
+                                       share=pct(v, total_ns)))
+        rows.append(row)
+    return {"columns": columns, "rows": rows}
+
+
+def performance(a: Analysis) -> list[dict]:
+    """Average step time and each category's average (rounded once) and share."""
+    bd = a.breakdown
+    n = len(a.steps)
+    if not n:
+        return []
+    total = int(bd.totals.sum())
+    children = []
+    for k, cat in enumerate(bd.categories):
+        part = int(bd.values[:, k].sum())
+        children.append({"name": cat, "description": "", "value": div_round(part, n * 1000),
+                         "extra": pct(part, total)})
+    return [{"name": "Average Step Time", "description": "", "value": div_round(total, n * 1000),
+             "extra": 100, "children": children}]
+
+
+def environments(a: Analysis) -> list[dict]:
+    """Legacy key/value list: workers, device type, utilization per GPU."""
+    world = a.trace.distributed_info.get("world_size")
+    out = [{"title": "Number of Worker(s)", "value": str(world if isinstance(world, int)
+                                                         and world > 0 else 1)},
+           {"title": "Device Type", "value": "GPU" if a.gpu else "CPU"}]
+    for g in a.gpus:
+        u = g.metrics.get("GPU Utilization")
+        if u is not None:
+            out.append({"title": f"GPU Utilization of GPU{g.id}", "value": f"{round(u, 2):.2f} %"})
+    return out
+
+
+def notes(a: Analysis) -> list[dict]:
+    """Data-quality notes: the reader's, then the analyses'."""
+    return [n.to_json() for n in (*a.trace.notes, *a.notes)]
+
+
+def overview_payload(a: Analysis) -> dict:
+    """The ``overview`` route's payload."""
+    steps = a.steps
+    return {
+        "steps": steps_table(a),
+        "performance": performance(a),
+        "recommendations": to_html(a.items),
+        "recommendation_items": [it.to_json() for it in a.items],
+        "environments": environments(a),
+        "gpu_metrics": {"gpus": [g.to_json() for g in a.gpus]},
+        "notes": notes(a),
+        "step_summary": {"kept": len(steps), "found": steps.found, "dropped": steps.dropped,
+                         "whole_trace": steps.synthetic},
+    }

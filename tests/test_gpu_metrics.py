@@ -1,0 +1,135 @@
+"""GPU summary: utilization, est. SM efficiency, est. occupancy, tensor cores (SPEC §2.3)."""
+
+from __future__ import annotations
+
+import pytest
+from tracebuild import build, have_shared, kernel, launch, op, runtime, shared_views, step
+
+from stepscope.views import build_views
+
+V100 = {"id": 0, "name": "Tesla V100-SXM2-32GB", "totalGlobalMem": 34079637504,
+        "computeMajor": 7, "computeMinor": 0, "numSms": 10}
+
+
+def gpus(events, props=(V100,)):
+    o = build_views(build(events, device_properties=list(props))).get("overview", {})
+    return o, {g["id"]: {m["name"]: m["value"] for m in g["metrics"]}
+               for g in o["gpu_metrics"]["gpus"]}
+
+
+def test_utilization_is_the_union_of_kernels_inside_the_window():
+    o, m = gpus([
+        step(1, 0, 40),
+        kernel("a", 0, 10), kernel("b", 5, 10),       # union [0, 15)
+        kernel("c", 30, 20),                          # clipped at the step end: [30, 40)
+        kernel("d", 100, 10, device_id=1),            # other GPU, outside the window
+        kernel("e", 45, 10),                          # outside (after the last step)
+    ])
+    assert m[0]["GPU Utilization"] == 62.5            # 25 / 40
+    assert m[1]["GPU Utilization"] == 0.0
+    assert {"title": "GPU Utilization of GPU0", "value": "62.50 %"} in o["environments"]
+    g0 = o["gpu_metrics"]["gpus"][0]
+    assert (g0["name"], g0["memory_bytes"], g0["compute_capability"]) == \
+        ("Tesla V100-SXM2-32GB", 34079637504, "7.0")
+    assert g0["metrics"][0]["unit"] == "%" and g0["metrics"][0]["definition"]
+
+
+def test_est_sm_efficiency_weights_min_blocks_over_sms():
+    _, m = gpus([
+        step(1, 0, 40),
+        kernel("a", 0, 10, grid=[5, 1, 1]),           # 5/10 SMs x 10
+        kernel("b", 10, 10, grid=[4, 5, 1]),          # 20 blocks: capped at 1 x 10
+    ])
+    assert m[0]["Est. SM Efficiency"] == 37.5         # (5 + 10) / 40
+
+
+def test_est_sm_efficiency_omitted_without_num_sms_or_grid():
+    _, m = gpus([step(1, 0, 40), kernel("a", 0, 10, grid=[5, 1, 1])],
+                props=[{"id": 0, "name": "x"}])
+    assert "Est. SM Efficiency" not in m[0]
+    _, m = gpus([step(1, 0, 40), kernel("a", 0, 10)])
+    assert "Est. SM Efficiency" not in m[0]
+
+
+def test_est_achieved_occupancy_is_duration_weighted():
+    _, m = gpus([
+        step(1, 0, 40),
+        kernel("a", 0, 10, occupancy=20), kernel("b", 10, 30, occupancy=50),
+        kernel("c", 5, 1),                             # no occupancy arg: not counted
+    ])
+    assert m[0]["Est. Achieved Occupancy"] == 42.5    # (200 + 1500) / 40
+    _, m = gpus([step(1, 0, 40), kernel("a", 0, 10)])
+    assert "Est. Achieved Occupancy" not in m[0]
+
+
+def test_tensor_core_share_of_kernel_time():
+    _, m = gpus([
+        step(1, 0, 40),
+        kernel("volta_h884gemm_64x64_ldg8_nn", 0, 30),
+        kernel("vectorized_elementwise_kernel", 30, 10),
+    ])
+    assert m[0]["Kernel time using Tensor Cores"] == 75.0
+
+
+def test_rocm_omits_what_it_cannot_compute():
+    amd = {"id": 0, "name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0}
+    _, m = gpus([
+        step(1, 0, 40),
+        runtime("hipLaunchKernel", 1, 1, corr=1),
+        kernel("Cijk_Alik_Bljk_xmma_like", 2, 10, corr=1, grid=[4, 1, 1]),
+    ], props=[amd])
+    assert set(m[0]) == {"GPU Utilization"}
+
+
+def test_metric_order_and_rounding():
+    o, _ = gpus([step(1, 0, 30), kernel("a", 0, 10, grid=[1, 1, 1], occupancy=33.333)])
+    metrics = o["gpu_metrics"]["gpus"][0]["metrics"]
+    assert [x["name"] for x in metrics] == ["GPU Utilization", "Est. SM Efficiency",
+                                            "Est. Achieved Occupancy",
+                                            "Kernel time using Tensor Cores"]
+    assert [x["value"] for x in metrics] == [33.33, 3.33, 33.33, 0.0]
+
+
+def test_cpu_trace_has_no_gpus():
+    o, m = gpus([step(1, 0, 10), op("aten::add", 0, 5)], props=[])
+    assert m == {} and {"title": "Device Type", "value": "CPU"} in o["environments"]
+
+
+def test_device_type_gpu_with_runtime_only():
+    o, _ = gpus([step(1, 0, 10), runtime("cudaGetDevice", 1, 1)], props=[])
+    assert {"title": "Device Type", "value": "GPU"} in o["environments"]
+
+
+def test_lone_device_properties_entry_stands_for_the_ranks_gpu():
+    _, m = gpus([step(1, 0, 10), *launch("aten::mm", 0, 2, "k", 1, 5, corr=1, ext=1,
+                                         device_id=3, grid=[10, 1, 1])])
+    assert m[3]["Est. SM Efficiency"] == 50.0
+
+
+needs_shared = pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+
+
+@needs_shared
+def test_shared_golden_utilization():
+    for key, value in (("kineto_resnet50_w0", "67.82 %"), ("kineto_resnet50_w4", "83.63 %")):
+        env = shared_views(key).get("overview", {})["environments"]
+        assert {"title": "GPU Utilization of GPU0", "value": value} in env
+
+
+@needs_shared
+def test_shared_rocm_trace_omits_metrics_it_cannot_compute():
+    g = shared_views("hta_mi250_rocm62").get("overview", {})["gpu_metrics"]["gpus"]
+    assert len(g) == 1 and g[0]["name"] == "AMD Radeon Graphics"
+    assert [m["name"] for m in g[0]["metrics"]] == ["GPU Utilization"]
+    cols = [c["name"] for c in shared_views("hta_mi250_rocm62").get(
+        "kernel/table", {})["data"]["columns"]]
+    assert "Tensor Cores Used" not in cols
+
+
+@needs_shared
+def test_shared_v100_trace_has_every_metric():
+    g = shared_views("hta_v100_resnet_ns_2024").get("overview", {})["gpu_metrics"]["gpus"]
+    names = [m["name"] for m in g[0]["metrics"]]
+    assert names == ["GPU Utilization", "Est. SM Efficiency", "Est. Achieved Occupancy",
+                     "Kernel time using Tensor Cores"]
+    assert g[0]["compute_capability"] == "7.0"

@@ -1,0 +1,308 @@
+"""Operator view: nesting, same-name collapse, self/total, grouping, stacks (SPEC §2.4)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tracebuild import (
+    build,
+    have_shared,
+    kernel,
+    launch,
+    memcpy,
+    op,
+    py,
+    runtime,
+    shared_views,
+    step,
+    user,
+)
+
+from stepscope.analysis import analyze
+from stepscope.analysis import tree as T
+from stepscope.errors import BadParameter
+from stepscope.views import build_views
+
+
+def table(events, group_by="Operation"):
+    views = build_views(build(events))
+    views.analysis.check()
+    return {(r["name"], r.get("input_shape")) if group_by != "Operation" else r["name"]: r
+            for r in views.get("operation/table", {"group_by": group_by})}
+
+
+def times(row):
+    return (row["calls"], row["host_self_duration"], row["host_total_duration"],
+            row["device_self_duration"], row["device_total_duration"])
+
+
+def test_self_and_total_with_runtime_subtraction_and_device_time():
+    rows = table([
+        op("aten::conv2d", 0, 10, ext=1),
+        op("aten::cudnn_convolution", 2, 6, ext=2),
+        runtime("cudaLaunchKernel", 3, 1, corr=7, ext=2),
+        kernel("implicit_gemm", 5, 5, corr=7),
+        runtime("cudaMemcpyAsync", 6, 1, corr=8, ext=2),
+        memcpy(20, 3, corr=8),
+    ])
+    assert times(rows["aten::conv2d"]) == (1, 4, 10, 0, 8)
+    assert times(rows["aten::cudnn_convolution"]) == (1, 4, 6, 8, 8)
+
+
+def test_same_name_child_is_collapsed_into_its_parent():
+    rows = table([
+        op("aten::add_", 0, 10, ext=1),
+        op("aten::add_", 1, 8, ext=2),                 # only child, same name: merged
+        op("aten::copy_", 2, 2, ext=3),
+        *launch("aten::fill_", 5, 1, "fill", 20, 4, corr=1, ext=4),
+        runtime("cudaLaunchKernel", 7, 1, corr=2, ext=2),  # the merged child's call
+        kernel("add_kernel", 30, 3, corr=2),
+    ])
+    # parent keeps [0, 10), takes the child's children (copy_, fill_) and runtime call
+    assert times(rows["aten::add_"]) == (1, 10 - 2 - 1 - 1, 10, 3, 7)
+    assert times(rows["aten::copy_"]) == (1, 2, 2, 0, 0)
+
+
+def test_collapse_repeats_down_a_chain_but_not_past_two_children():
+    rows = table([
+        op("aten::to", 0, 10), op("aten::to", 1, 8), op("aten::to", 2, 6),   # chain: 1 call
+        op("aten::add", 20, 10), op("aten::add", 21, 3), op("aten::mul", 25, 3),
+    ])
+    assert times(rows["aten::to"])[:3] == (1, 10, 10)        # no children left
+    assert times(rows["aten::add"])[:3] == (2, 3 + 4, 13)   # two children: no collapse
+
+
+def test_user_ranges_and_python_frames_are_children_but_not_rows():
+    rows = table([
+        op("aten::linear", 0, 10),
+        user("my_range", 1, 2),
+        py("model.py(12): forward", 4, 1),
+        step(1, 0, 20),
+        op("Optimizer.step#SGD.step", 11, 2),
+        op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 14, 2),
+    ])
+    assert set(rows) == {"aten::linear"}
+    assert times(rows["aten::linear"])[:3] == (1, 7, 10)
+
+
+def test_2021_operator_category_makes_user_ranges_rows():
+    rows = table([
+        op("my_range", 0, 10, cat="Operator"),
+        op("CudnnConvolutionBackward", 1, 5, cat="Operator"),
+        op("ProfilerStep#3", 0, 20, cat="Operator"),
+    ])
+    assert set(rows) == {"my_range", "CudnnConvolutionBackward"}
+    assert times(rows["my_range"])[:3] == (1, 5, 10)
+
+
+def test_group_by_input_shape():
+    rows = table([
+        op("aten::mm", 0, 2, shape=[[2, 3], [3, 4]]),
+        op("aten::mm", 3, 2, shape=[[2, 3], [3, 4]]),
+        op("aten::mm", 6, 5, shape=[[5, 6], [6, 7]]),
+        op("aten::relu", 12, 1),
+    ], group_by="OperationAndInputShape")
+    assert rows[("aten::mm", "[[2, 3], [3, 4]]")]["calls"] == 2
+    assert rows[("aten::mm", "[[5, 6], [6, 7]]")]["host_total_duration"] == 5
+    assert rows[("aten::relu", "")]["calls"] == 1
+
+
+def test_rows_sorted_by_device_self_then_host_self_without_gpu():
+    cpu = list(table([op("a", 0, 1), op("b", 2, 5), op("c", 10, 3)]))
+    assert cpu == ["b", "c", "a"]
+    gpu = list(table([
+        op("a", 0, 9),
+        *launch("b", 10, 2, "kb", 20, 3, corr=1, ext=1),
+        *launch("c", 13, 2, "kc", 30, 8, corr=2, ext=2),
+    ]))
+    assert gpu == ["c", "b", "a"]
+
+
+def test_runtime_call_without_external_id_belongs_to_no_op():
+    rows = table([
+        op("aten::mm", 0, 10, ext=5),
+        runtime("cudaLaunchKernel", 2, 1, corr=1),     # id missing: no op
+        kernel("k", 3, 4, corr=1),
+    ])
+    assert times(rows["aten::mm"]) == (1, 10, 10, 0, 0)
+
+
+def test_external_id_naming_no_enclosing_op_falls_back_to_time():
+    views = build_views(build([
+        op("aten::mm", 0, 10, ext=1),
+        op("aten::add", 20, 10, ext=3),
+        runtime("cudaLaunchKernel", 2, 1, corr=3, ext=3),  # id == correlation (Kineto bug)
+        kernel("k", 3, 4, corr=3),
+    ]))
+    rows = {r["name"]: r for r in views.get("operation/table", {})}
+    assert times(rows["aten::mm"]) == (1, 9, 10, 4, 4)
+    assert times(rows["aten::add"]) == (1, 10, 10, 0, 0)
+    assert "external_id_mismatch" in [n["code"] for n in views.notes()]
+
+
+def test_partial_overlap_is_clipped_and_noted():
+    views = build_views(build([
+        op("outer", 0, 10), op("inner", 5, 10),
+        op("other", "0.000", "3.000", tid=2), op("late", "2.999", "1.000", tid=2),
+    ]))
+    rows = {r["name"]: r for r in views.get("operation/table", {})}
+    assert times(rows["outer"])[:3] == (1, 5, 10)
+    assert times(rows["inner"])[:3] == (1, 5, 5)      # clipped to [5, 10)
+    notes = [n for n in views.notes() if n["code"] == "partial_overlaps"]
+    assert notes and notes[0]["text"].startswith("2 ")
+
+
+def test_deep_nesting_without_recursion():
+    depth = 100_000
+    events = [op("aten::f", k, 2 * (depth - k), tid=1) for k in range(depth)]
+    events += [op("aten::g", k, 2 * (depth - k), tid=2) for k in range(0, depth, 2)]
+    events += [op("aten::h", k, 2 * (depth - k), tid=2) for k in range(1, depth, 2)]
+    a = analyze(build(events))
+    a.check()
+    rows = {r["name"]: r for r in build_views(build(events)).get("operation/table", {})}
+    # tid 1: one chain of same-name ops collapses into one call with no children
+    assert times(rows["aten::f"])[:3] == (1, 2 * depth, 2 * depth)
+    # tid 2: alternating names: every op's self time is 2 µs (1 µs on each side)
+    assert rows["aten::g"]["calls"] == depth // 2
+    assert rows["aten::g"]["host_self_duration"] == depth
+    assert rows["aten::h"]["host_self_duration"] == depth
+
+
+def test_deep_python_chain_gives_a_call_stack_without_recursion():
+    depth = 100_000
+    events = [py(f"f{k % 7}.py(1): g", k, 2 * (depth - k)) for k in range(depth)]
+    events.append(op("aten::add", depth + 1, 1))
+    views = build_views(build(events))
+    (row,) = views.get("operation/stack", {"op_name": "aten::add"})
+    frames = row["call_stack"].split(";")
+    assert len(frames) == depth - 1 and frames[-1] == "f0.py(1): g"   # frames 0 .. d-2
+
+
+def test_call_stacks_from_args_and_from_python_frames():
+    views = build_views(build([
+        op("aten::mm", 0, 2, stack="model.py(3): f;train.py(9): main"),
+        op("aten::mm", 3, 2, stack="model.py(3): f;train.py(9): main"),
+        op("aten::mm", 6, 2, stack="model.py(7): g;train.py(9): main"),
+        py("train.py(9): main", 10, 20),
+        py("nn.Module: Linear_0", 11, 10),
+        op("aten::linear", 12, 5),
+        op("aten::relu", 40, 1),
+    ]))
+    rows = {r["name"]: r for r in views.get("operation/table", {})}
+    assert rows["aten::mm"]["has_call_stack"] and rows["aten::linear"]["has_call_stack"]
+    assert not rows["aten::relu"]["has_call_stack"]
+    stacks = views.get("operation/stack", {"group_by": "Operation", "op_name": "aten::mm"})
+    assert [(r["call_stack"], r["calls"]) for r in stacks] == [
+        ("model.py(3): f;train.py(9): main", 2), ("model.py(7): g;train.py(9): main", 1)]
+    lin = views.get("operation/stack", {"op_name": "aten::linear"})
+    assert [r["call_stack"] for r in lin] == ["nn.Module: Linear_0;train.py(9): main"]
+    assert views.get("operation/stack", {"op_name": "aten::relu"}) == []
+
+
+def test_stack_rows_by_input_shape():
+    views = build_views(build([
+        op("aten::mm", 0, 2, shape=[[1]], stack="a.py(1): f"),
+        op("aten::mm", 3, 2, shape=[[2]], stack="a.py(1): f"),
+    ]))
+    rows = views.get("operation/stack", {"group_by": "OperationAndInputShape",
+                                         "op_name": "aten::mm", "input_shape": "[[2]]"})
+    assert [(r["input_shape"], r["call_stack"], r["calls"]) for r in rows] == [
+        ("[[2]]", "a.py(1): f", 1)]
+
+
+def test_bad_parameters():
+    views = build_views(build([op("aten::mm", 0, 2)]))
+    with pytest.raises(BadParameter):
+        views.get("operation", {"group_by": "Nope"})
+    with pytest.raises(BadParameter):
+        views.get("operation/stack", {"group_by": "Operation"})
+    assert views.get("operation/table", {}) == views.get("operation/table",
+                                                         {"group_by": "Operation"})
+
+
+def test_pies_list_every_positive_operator_descending():
+    views = build_views(build([
+        op("a", 0, 1), op("b", 2, 5), op("c", 10, 3), op("zero", 20, 0),
+        *launch("d", 30, 2, "k", 40, 6, corr=1, ext=1),
+    ]))
+    pies = views.get("operation", {"group_by": "Operation"})
+    assert pies["host_total_time"]["rows"] == [["b", 5], ["c", 3], ["d", 2], ["a", 1]]
+    assert pies["device_self_time"]["rows"] == [["d", 6]]
+    assert pies["device_total_time"]["title"] == "Device Total Time (us)"
+    cpu = build_views(build([op("a", 0, 1)])).get("operation", {})
+    assert cpu["device_self_time"] is None and cpu["host_self_time"]["rows"] == [["a", 1]]
+
+
+def test_tensor_core_fields_on_gpu_traces():
+    rows = table([
+        *launch("aten::mm", 0, 5, "volta_h884gemm_128x128", 10, 6, corr=1, ext=1),
+        *launch("aten::mm", 6, 5, "volta_sgemm_128x64", 20, 2, corr=2, ext=2),
+        *launch("aten::add", 12, 2, "add", 30, 2, corr=3, ext=3),
+    ])
+    assert rows["aten::mm"]["tc_eligible"] and not rows["aten::add"]["tc_eligible"]
+    assert rows["aten::mm"]["tc_self_ratio"] == 75.0
+    assert "tc_eligible" not in table([op("aten::mm", 0, 1)])["aten::mm"]
+
+
+needs_shared = pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+
+
+@needs_shared
+def test_shared_ns_2024_operators_have_device_time():
+    rows = shared_views("hta_v100_resnet_ns_2024").get("operation/table", {})
+    assert sum(r["device_self_duration"] for r in rows) > 0
+    conv = {r["name"]: r for r in rows}["aten::cudnn_convolution"]
+    assert conv["device_self_duration"] > 0 and conv["calls"] > 0
+
+
+@needs_shared
+@pytest.mark.parametrize("key", ["param_v100_dlrm_rank0", "hta_v100_profile_memory",
+                                 "hta_a100_alexnet_nosteps"])
+def test_shared_traces_with_correlation_as_external_id_still_link_ops(key):
+    rows = shared_views(key).get("operation/table", {})
+    assert sum(r["device_self_duration"] for r in rows) > 0
+    assert all(r["host_self_duration"] >= 0 for r in rows)
+
+
+# --- the nesting itself (stepscope.analysis.tree) -----------------------------------------------
+
+
+def _sorted(s, e):
+    o = np.lexsort((np.arange(len(s)), -e, s))
+    return s[o], e[o]
+
+
+def test_vectorised_nesting_equals_the_stack_reference_on_random_intervals():
+    rng = np.random.default_rng(7)
+    for _ in range(1500):
+        n = int(rng.integers(1, 40))
+        s = rng.integers(0, 50, n)
+        e = s + rng.integers(0, 20, n) * (rng.random(n) < 0.85)   # some zero-length
+        s, e = _sorted(s, e)
+        p1, e1, c1 = T.nest(s, e)
+        p2, e2, c2 = T.nest_stack(s, e)
+        assert (p1 == p2).all() and (e1 == e2).all() and c1 == int(c2.sum())
+
+
+def test_nesting_follows_torch_rule_for_touching_and_zero_length_events():
+    s = np.array([0, 0, 5, 10, 10])
+    e = np.array([10, 5, 5, 10, 12])
+    s, e = _sorted(s, e)          # [0,10) [0,5) [5,5) [10,12) [10,10)
+    parent, _, clipped = T.nest(s, e)
+    # [5,5) lies in [0,10) but not in [0,5) (it starts at its end); [10,12) starts where
+    # [0,10) ends: a root; the instant [10,10) lies inside [10,12)
+    assert parent.tolist() == [-1, 0, 0, -1, 3] and clipped == 0
+
+
+def test_tree_helpers_use_pointer_doubling():
+    parent = np.array([-1, 0, 1, 2, 0, 4])
+    flag = np.array([False, True, False, False, False, False])
+    assert T.any_ancestor_or_self(parent, flag).tolist() == [False, True, True, True, False,
+                                                             False]
+    marked = np.array([True, False, True, False, False, False])
+    assert T.nearest_marked_ancestor(parent, marked).tolist() == [-1, 0, 0, 2, 0, 0]
+    is_op = np.ones(6, dtype=bool)
+    name = np.array([1, 1, 1, 2, 3, 3])
+    # 0 has two children (1, 4): nothing merges into 0; 2 is the only child of 1 and has
+    # its name: merged; 5 is the only child of 4 and has its name: merged
+    assert T.collapse_same_name(parent, is_op, name).tolist() == [0, 1, 1, 3, 4, 4]

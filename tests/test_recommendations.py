@@ -1,0 +1,183 @@
+"""Recommendations: each rule of SPEC §2.6 fires on a built trace and not on another; every
+trace-derived name is escaped in the HTML."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+from tracebuild import (
+    build,
+    have_shared,
+    kernel,
+    launch,
+    memory,
+    op,
+    py,
+    runtime,
+    shared_views,
+    step,
+)
+
+from stepscope.analysis.recommendations import RULES, Facts, Item, recommend, to_html
+from stepscope.views import build_views
+
+V100 = {"id": 0, "name": "Tesla V100", "totalGlobalMem": 1000, "computeMajor": 7,
+        "computeMinor": 0, "numSms": 80}
+
+
+def advice(events, props=(V100,)):
+    o = build_views(build(events, device_properties=[dict(p) for p in props])).get(
+        "overview", {})
+    return {it["id"]: it for it in o["recommendation_items"]}, o["recommendations"]
+
+
+def busy_gpu(extra=(), until=100):
+    """A step with its GPU busy all the time (no other rule fires)."""
+    return [step(1, 0, until), *launch("aten::add", 0, 1, "add_kernel", 0, until, corr=999,
+                                       ext=999, grid=[800, 1, 1], occupancy=80), *extra]
+
+
+def test_a_healthy_trace_gets_no_advice():
+    items, page = advice(busy_gpu())
+    assert items == {} and page == "<ul><li>N/A</li></ul>"
+
+
+@pytest.mark.parametrize("share,fires", [(10, True), (4, False)])
+def test_dataloader(share, fires):
+    events = [step(1, 0, 100),
+              op("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 0, share),
+              *launch("aten::add", share, 1, "add_kernel", share, 100 - share, corr=1, ext=1,
+                      grid=[800, 1, 1], occupancy=80)]
+    items, _ = advice(events)
+    assert ("dataloader" in items) is fires
+    if fires:
+        assert "10.0% of the step time is in DataLoader" in items["dataloader"]["text"]
+        assert items["dataloader"]["doc_url"].startswith("https://pytorch.org/docs/")
+
+
+@pytest.mark.parametrize("busy,fires", [(40, True), (60, False)])
+def test_low_utilization(busy, fires):
+    events = [step(1, 0, 100), *launch("aten::add", 0, 1, "k", 0, busy, corr=1, ext=1,
+                                       grid=[800, 1, 1], occupancy=80)]
+    items, _ = advice(events)
+    assert ("low_utilization" in items) is fires
+
+
+def _launches(n_short, n_long, long_us):
+    events = [step(1, 0, 10_000)]
+    t, corr = 0, 0
+    for k in range(n_short + n_long):
+        corr += 1
+        dur = 2 if k < n_short else long_us       # launch calls take 5 µs
+        events += launch("aten::add", t, 6, "k", t + 1, dur, corr=corr, ext=corr, rt_dur=5,
+                         grid=[800, 1, 1], occupancy=80)
+        t += max(dur, 6) + 1
+    return events
+
+
+def test_launch_bound_fires_when_short_kernels_are_many_and_take_time():
+    items, _ = advice(_launches(n_short=60, n_long=40, long_us=6))
+    assert "launch_bound" in items and "60.0% of the kernels" in items["launch_bound"]["text"]
+
+
+def test_launch_bound_quiet_when_short_kernels_take_little_time():
+    # like golden workers_4: most kernels short, but a sliver of kernel time
+    items, _ = advice(_launches(n_short=60, n_long=40, long_us=200))
+    assert "launch_bound" not in items
+
+
+@pytest.mark.parametrize("grid,fires", [([1, 1, 1], True), ([160, 1, 1], False)])
+def test_low_sm_efficiency(grid, fires):
+    events = [step(1, 0, 100), *launch("aten::add", 0, 1, "k", 0, 100, corr=1, ext=1,
+                                       grid=grid, occupancy=80)]
+    items, _ = advice(events)
+    assert ("low_sm_efficiency" in items) is fires
+
+
+@pytest.mark.parametrize("occ,fires", [(30, True), (70, False)])
+def test_low_occupancy(occ, fires):
+    events = [step(1, 0, 100), *launch("aten::add", 0, 1, "k", 0, 100, corr=1, ext=1,
+                                       grid=[800, 1, 1], occupancy=occ)]
+    items, _ = advice(events)
+    assert ("low_occupancy" in items) is fires
+
+
+@pytest.mark.parametrize("comm,fires", [(20, True), (5, False)])
+def test_communication(comm, fires):
+    events = busy_gpu(until=100)[:1] + [
+        *launch("aten::add", 0, 1, "k", 0, 100 - comm, corr=1, ext=1, grid=[800, 1, 1],
+                occupancy=80),
+        runtime("cudaLaunchKernel", 2, 1, corr=2),
+        kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", 100 - comm, comm,
+               corr=2, grid=[800, 1, 1], occupancy=80),
+    ]
+    items, _ = advice(events)
+    assert ("communication" in items) is fires
+
+
+@pytest.mark.parametrize("gpus,fires", [(2, True), (1, False)])
+def test_data_parallel(gpus, fires):
+    events = busy_gpu([
+        py("nn.Module: DataParallel_0", 0, 50),
+        kernel("k1", 0, 100, device_id=gpus - 1, grid=[800, 1, 1], occupancy=80),
+    ])
+    items, _ = advice(events, props=[V100, dict(V100, id=1)])
+    assert ("data_parallel" in items) is fires
+
+
+def test_data_parallel_autograd_functions():
+    events = busy_gpu([op("Broadcast", 0, 5), kernel("k1", 0, 100, device_id=1,
+                                                     grid=[800, 1, 1], occupancy=80)])
+    items, _ = advice(events, props=[V100, dict(V100, id=1)])
+    assert "Broadcast" in items["data_parallel"]["text"]
+
+
+@pytest.mark.parametrize("kernel_name,props,fires", [
+    ("volta_sgemm_128x64_nn", (V100,), True),
+    ("volta_h884gemm_64x64_nn", (V100,), False),                     # already tensor cores
+    ("volta_sgemm_128x64_nn", ({"id": 0, "numSms": 80},), False),    # capability unknown
+    ("volta_sgemm_128x64_nn", (dict(V100, computeMajor=6),), False),  # no tensor cores
+])
+def test_amp(kernel_name, props, fires):
+    events = [step(1, 0, 100),
+              op("aten::linear", 0, 10, ext=1),
+              *launch("aten::mm", 1, 5, kernel_name, 0, 60, corr=1, ext=2, grid=[800, 1, 1],
+                      occupancy=80),
+              *launch("aten::add", 6, 2, "add", 60, 40, corr=2, ext=3, grid=[800, 1, 1],
+                      occupancy=80)]
+    items, _ = advice(events, props=props)
+    assert ("amp" in items) is fires
+
+
+@pytest.mark.parametrize("peak,fires", [(950, True), (500, False)])
+def test_memory_near_capacity(peak, fires):
+    items, _ = advice(busy_gpu([memory(1, 100), memory(2, peak), memory(3, 10)]))
+    assert ("memory" in items) is fires
+
+
+def test_names_from_the_trace_are_escaped_in_html():
+    evil = 'nn.Module: DataParallel<img src=x onerror="alert(1)">'
+    events = busy_gpu([py(evil, 0, 50), kernel("k1", 0, 100, device_id=1, grid=[800, 1, 1],
+                                                occupancy=80)])
+    items, page = advice(events, props=[V100, dict(V100, id=1)])
+    assert evil in items["data_parallel"]["text"]          # plain text keeps the name
+    assert html.escape(evil) in page and "<img" not in page
+
+
+def test_to_html_escapes_item_text():
+    page = to_html([Item("dataloader", "a <b> & 'c'", "e", "u")])
+    assert "a &lt;b&gt; &amp; &#x27;c&#x27;" in page and page.startswith("<ul><li>")
+
+
+def test_rules_are_pure_functions_of_facts():
+    assert recommend(Facts()) == []
+    assert len(RULES) == 9
+
+
+@pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+def test_shared_golden_launch_bound_quiet_on_workers_4():
+    f = shared_views("kineto_resnet50_w4").analysis.facts
+    assert round(100 * f.kernels_shorter_than_launch / f.kernels) == 58
+    assert round(f.short_kernel_time_share, 1) == 1.6
+    assert shared_views("kineto_resnet50_w4").get("overview", {})["recommendation_items"] == []

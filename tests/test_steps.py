@@ -1,0 +1,154 @@
+"""Steps: detection, device-aware re-timing, prev_end seeding, trailing drop (SPEC §2.1)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tracebuild import (
+    build,
+    have_shared,
+    kernel,
+    launch,
+    op,
+    runtime,
+    shared_views,
+    step,
+    user,
+)
+
+from stepscope.analysis.links import link
+from stepscope.analysis.steps import find_steps
+
+
+def steps_of(events):
+    trace = build(events)
+    steps = find_steps(trace, link(trace))
+    steps.check()
+    return steps
+
+
+def us(a):
+    return (np.asarray(a) // 1000).tolist()
+
+
+def test_retiming_follows_launched_device_work():
+    # host [0, 10) and [10, 20); their kernels run [8, 14) and [21, 25)
+    s = steps_of([
+        step(1, 0, 10), step(2, 10, 10),
+        *launch("aten::mm", 1, 2, "k1", 8, 6, corr=1, ext=1),
+        *launch("aten::mm", 12, 2, "k2", 21, 4, corr=2, ext=2),
+    ])
+    assert s.names == ["1", "2"]
+    assert us(s.start) == [0, 14] and us(s.end) == [14, 25]
+    assert s.activities.tolist() == [1, 1]
+
+
+def test_step_without_device_work_keeps_host_end_but_starts_after_previous():
+    s = steps_of([
+        step(1, 0, 10), step(2, 10, 5), step(3, 15, 10),
+        *launch("aten::mm", 1, 2, "k1", 5, 12, corr=1, ext=1),   # runs into step 2
+        *launch("aten::mm", 16, 2, "k3", 18, 3, corr=3, ext=3),
+    ])
+    # step 2 launched nothing: start = max(prev_end 17, 10), end = max(15, 17)
+    assert us(s.start) == [0, 17, 17] and us(s.end) == [17, 17, 25]
+
+
+def test_runtime_call_must_lie_entirely_inside_the_step():
+    s = steps_of([
+        step(1, 0, 10), step(2, 10, 10),
+        runtime("cudaLaunchKernel", 9, 2, corr=1),   # straddles the boundary: no step
+        kernel("k", 30, 5, corr=1),
+        *launch("aten::mm", 12, 2, "k2", 14, 2, corr=2, ext=2),
+    ])
+    assert s.activities.tolist() == [0, 1]
+    assert us(s.end) == [10, 20]
+
+
+def test_prev_end_seeded_by_work_queued_before_the_first_step():
+    s = steps_of([
+        # launched before any step (from outside), runs [2, 6)
+        runtime("cudaLaunchKernel", 0, 1, corr=1), kernel("early", 2, 4, corr=1),
+        # no launching runtime call in the trace at all (queued before the profiler)
+        kernel("orphan", 1, 6, corr=99),
+        # ends after the first step's own device work starts: not a seed
+        runtime("cudaLaunchKernel", 0, 1, corr=5), kernel("late", 8, 10, corr=5),
+        step(1, 3, 10),
+        *launch("aten::mm", 4, 2, "k1", 8, 4, corr=2, ext=2),
+    ])
+    # first step's device work starts at 8; seeds end at 6 and 7 -> start 7
+    assert us(s.start) == [7] and us(s.end) == [13]
+
+
+def test_trailing_steps_without_device_work_are_dropped_with_a_note():
+    s = steps_of([
+        step(1, 0, 10), step(2, 10, 10), step(3, 20, 10),
+        *launch("aten::mm", 1, 2, "k1", 3, 2, corr=1, ext=1),
+        *launch("aten::mm", 11, 2, "k2", 13, 2, corr=2, ext=2),
+    ])
+    assert s.names == ["1", "2"] and s.found == 3 and s.dropped == 1
+    assert [n.code for n in s.notes] == ["dropped_steps"]
+    assert "(3)" in s.notes[0].text
+
+
+def _two_steps(first: int, last: int):
+    events = [step(1, 0, 100), step(2, 100, 100)]
+    corr = 0
+    for k in range(first):
+        corr += 1
+        events += launch("aten::add", 1 + k, 1, "add", 50 + k, 1, corr=corr, ext=corr)
+    for k in range(last):
+        corr += 1
+        events += launch("aten::add", 101 + k, 1, "add", 150 + k, 1, corr=corr, ext=corr)
+    return steps_of(events)
+
+
+def test_last_step_dropped_when_previous_launched_more_than_1_25x():
+    s = _two_steps(first=6, last=4)       # 6 > 1.25 * 4
+    assert s.names == ["1"] and s.dropped == 1
+    assert "probably not fully captured" in s.notes[0].text
+
+
+def test_last_step_kept_at_exactly_1_25x():
+    s = _two_steps(first=5, last=4)       # 5 == 1.25 * 4: not more
+    assert s.names == ["1", "2"] and s.dropped == 0 and not s.notes
+
+
+def test_cpu_only_steps_are_not_retimed_or_dropped():
+    s = steps_of([step(1, 0, 10), step(2, 12, 10), op("aten::add", 1, 3)])
+    assert us(s.start) == [0, 12] and us(s.end) == [10, 22] and s.dropped == 0
+
+
+def test_no_profiler_step_gives_one_step_over_the_host_events():
+    s = steps_of([
+        user("[param|cuda]", 5, 10), op("aten::add", 20, 5),
+        *launch("aten::mm", 30, 2, "k", 31, 10, corr=1, ext=1),
+    ])
+    assert s.names == ["0"] and s.synthetic
+    assert us(s.start) == [0] and us(s.end) == [36]    # origin 5; re-timed to its kernel
+    assert [n.code for n in s.notes] == ["no_steps"]
+
+
+def test_device_side_copy_of_profiler_step_is_not_a_step():
+    gpu_step = kernel("ProfilerStep#1", 0, 10)
+    gpu_step["cat"] = "gpu_user_annotation"
+    s = steps_of([gpu_step, step(1, 0, 10), op("aten::add", 1, 2)])
+    assert s.names == ["1"]
+
+
+def test_steps_are_named_by_number_in_time_order_and_deduplicated():
+    s = steps_of([step(7, 20, 10), step(6, 0, 10), step(6, 0, 10, tid=2)])
+    assert s.names == ["6", "7"]
+
+
+@pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+def test_shared_trace_alexnet_without_steps_is_one_step():
+    views = shared_views("hta_a100_alexnet_nosteps")
+    rows = views.get("overview", {})["steps"]["rows"]
+    assert [r[0] for r in rows] == ["0"]
+    assert "no_steps" in [n["code"] for n in views.notes()]
+
+
+@pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+def test_shared_trace_golden_steps():
+    s = shared_views("kineto_resnet50_w0").analysis.steps
+    assert s.names == ["5", "6", "7", "8", "9", "10"] and s.dropped == 0

@@ -1,0 +1,184 @@
+"""Cross-check against torch itself (SPEC §2.4.8): on CPU traces written by torch.profiler,
+calls, host total and host self per operator name (and per name + input shape) equal
+``prof.key_averages()`` within 1 µs.
+
+The traces are generated in a subprocess (pinned CPU torch, ``pip install torch==2.13.0``):
+a training loop with a DataLoader and record_function ranges, a transformer with
+record_shapes, with_stack + with_modules, and profile_memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from stepscope.reader import read_trace
+from stepscope.views import build_views
+
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
+
+GENERATE = textwrap.dedent('''
+    import json, os, sys
+    import torch
+    import torch.nn as nn
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    out = sys.argv[1]
+    torch.manual_seed(0)
+
+    def handler(name):
+        def ready(prof):
+            prof.export_chrome_trace(os.path.join(out, name + ".pt.trace.json"))
+            by_name = {e.key: {"calls": e.count, "total": e.cpu_time_total,
+                               "self": e.self_cpu_time_total} for e in prof.key_averages()}
+            by_shape = [{"name": e.key, "shape": str(e.input_shapes), "calls": e.count,
+                         "total": e.cpu_time_total, "self": e.self_cpu_time_total}
+                        for e in prof.key_averages(group_by_input_shape=True)]
+            with open(os.path.join(out, name + ".ka.json"), "w") as f:
+                json.dump({"by_name": by_name, "by_shape": by_shape}, f)
+        return ready
+
+    def run(name, step_fn, steps=5, **kw):
+        with profile(activities=[ProfilerActivity.CPU], on_trace_ready=handler(name),
+                     schedule=schedule(wait=1, warmup=1, active=3, repeat=1), **kw) as prof:
+            for i in range(steps):
+                step_fn(i)
+                prof.step()
+
+    # 1. training loop with a DataLoader and record_function ranges
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = torch.utils.data.TensorDataset(torch.randn(40, 3, 16, 16), torch.randint(0, 10, (40,)))
+
+    def make_train_step():
+        batches = iter(torch.utils.data.DataLoader(data, batch_size=8))
+
+        def train_step(i):
+            x, y = next(batches)
+            with record_function("forward"):
+                loss = nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return train_step
+
+    run("train", make_train_step())
+
+    # 2. a transformer with record_shapes
+    layer = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, batch_first=True)
+    tokens = torch.randn(4, 10, 32)
+
+    def transformer_step(i):
+        layer(tokens).sum().backward()
+
+    run("transformer", transformer_step, record_shapes=True)
+
+    # 3. with_stack + with_modules (python frames, nn.Module frames)
+    run("stack", make_train_step(), with_stack=True, with_modules=True)
+
+    # 4. profile_memory
+    run("memory", transformer_step, profile_memory=True, record_shapes=True)
+''')
+
+SCENARIOS = ("train", "transformer", "stack", "memory")
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("torch_traces")
+    script = out / "generate.py"
+    script.write_text(GENERATE)
+    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def _load(out, name):
+    views = build_views(read_trace(os.path.join(out, name + ".pt.trace.json")))
+    with open(os.path.join(out, name + ".ka.json"), encoding="utf-8") as f:
+        return views, json.load(f)
+
+
+def _ns(views, by_shape):
+    """Unrounded (calls, host total ns, host self ns) per table group."""
+    from stepscope.analysis.operators import table_mask
+
+    a = views.analysis
+    t = a.trace
+    sel = table_mask(t, a.tree, a.nodes).nonzero()[0]
+    out: dict = {}
+    for p in sel.tolist():
+        row = int(a.tree.rows[p])
+        name = t.strings[t.name[row]]
+        key = (name, t.shapes[t.shape[row]] if t.shape[row] >= 0 else "[]") if by_shape else name
+        g = out.setdefault(key, [0, 0, 0])
+        g[0] += 1
+        g[1] += int(a.nodes.host_total[p])
+        g[2] += int(a.nodes.host_self[p])
+    return out
+
+
+def _compare(ours: dict, theirs: dict) -> list[str]:
+    bad = []
+    for key, (calls, total, self_) in ours.items():
+        k = theirs.get(key)
+        if k is None:
+            bad.append(f"{key}: not in key_averages")
+        elif (k["calls"] != calls or abs(k["total"] - total / 1000) > 1
+              or abs(k["self"] - self_ / 1000) > 1):
+            bad.append(f"{key}: torch {k} ours calls={calls} total={total / 1000} "
+                       f"self={self_ / 1000}")
+    return bad
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_calls_host_total_and_self_equal_key_averages(generated, name):
+    views, ka = _load(generated, name)
+    ours = _ns(views, by_shape=False)
+    assert len(ours) > 10
+    bad = _compare(ours, ka["by_name"])
+    assert not bad, "\n".join(bad[:20])
+    # the rounded table agrees with the unrounded sums
+    rows = {r["name"]: r for r in views.get("operation/table", {"group_by": "Operation"})}
+    for key, (calls, total, _) in ours.items():
+        assert rows[key]["calls"] == calls
+        assert abs(rows[key]["host_total_duration"] - total / 1000) <= 0.5
+
+
+@pytest.mark.parametrize("name", ["transformer", "memory"])
+def test_group_by_input_shape_equals_key_averages(generated, name):
+    views, ka = _load(generated, name)
+    theirs = {}
+    for e in ka["by_shape"]:
+        theirs[(e["name"], e["shape"])] = e
+    ours = _ns(views, by_shape=True)
+    bad = _compare(ours, theirs)
+    assert not bad, "\n".join(bad[:20])
+    shapes = {r["input_shape"] for r in views.get("operation/table",
+                                                  {"group_by": "OperationAndInputShape"})}
+    assert any(s.startswith("[[4, 10, 32]") for s in shapes)
+
+
+def test_stack_trace_has_python_call_stacks(generated):
+    views, _ = _load(generated, "stack")
+    rows = views.get("operation/table", {})
+    with_stack = [r for r in rows if r["has_call_stack"]]
+    assert with_stack
+    stacks = views.get("operation/stack", {"op_name": with_stack[0]["name"]})
+    assert stacks and all(s["call_stack"] for s in stacks)
+    assert any("nn.Module: " in s["call_stack"] for r in with_stack
+               for s in views.get("operation/stack", {"op_name": r["name"]}))
+
+
+def test_memory_trace_reads_memory_events(generated):
+    views, _ = _load(generated, "memory")
+    assert len(views.analysis.trace.memory["ts"]) > 0
+    assert views.get("overview", {})["environments"][1] == {"title": "Device Type",
+                                                            "value": "CPU"}
