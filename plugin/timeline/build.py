@@ -1,0 +1,142 @@
+"""The timeline of one trace: built once at analysis time, then queried per window.
+
+``build_timeline(trace)`` lays out the events (:mod:`.lanes`), indexes them per row at
+several levels of detail (:mod:`.lod`), prepares counters (:mod:`.counters`) and link tables
+(:mod:`.event`). ``Timeline.query(start_us, end_us, width)`` answers ``trace/timeline``;
+``Timeline.event(id)`` answers ``trace/event``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+
+from ..analysis.links import Links, link
+from ..errors import BadParameter
+from ..model import Trace
+from ..taxonomy import STEP_NAME, Kind
+from .counters import build_counters
+from .event import EventIndex
+from .lanes import Layout, assign_lanes
+from .lod import LOD
+from .query import greedy_blocks
+
+MAX_WIDTH = 10000
+
+
+class Timeline:
+    """Lanes, level-of-detail index, counters, steps and links of one trace."""
+
+    def __init__(self, trace: Trace, layout: Layout, steps: list[tuple[str, int, int]],
+                 links: Links):
+        self.trace = trace
+        self.layout = layout
+        n = len(trace)
+        end = trace.start + trace.dur
+        self.end_ns = max(int(end.max()) if n else 0,
+                          int(trace.memory["ts"].max()) if len(trace.memory["ts"]) else 0)
+        rows = np.array([ln.row0 for ln in layout.lanes], dtype=np.int64)
+        self.lane_row0 = rows
+        nrows = sum(ln.rows for ln in layout.lanes)
+        gid = rows[layout.lane] + layout.row if n else np.zeros(0, dtype=np.int64)
+        self.lod = LOD(gid, trace.start, layout.vis_end, trace.name, nrows)
+        self.counters = build_counters(trace)
+        self.steps = sorted(steps, key=lambda s: (s[1], s[2]))
+        self.event_index = EventIndex(trace, layout, links)
+
+    # --- trace/timeline ---------------------------------------------------------------------
+
+    def window(self, start_us: float | None, end_us: float | None, width: int) -> tuple[int, int]:
+        """Validate a request; return the window in ns."""
+        try:
+            width = int(width)
+        except (TypeError, ValueError):
+            raise BadParameter("bad width", f"width must be an integer, got {width!r}.") from None
+        if not 1 <= width <= MAX_WIDTH:
+            raise BadParameter("bad width", f"width must be 1..{MAX_WIDTH} pixels, got {width}.")
+        s = 0 if start_us is None else _ns(start_us, "start")
+        e = self.end_ns if end_us is None else _ns(end_us, "end")
+        if start_us is None and end_us is None and e <= s:
+            e = s + 1  # an empty or instantaneous trace: a 1 ns window
+        if s >= e:
+            raise BadParameter("empty window", f"start ({s / 1000} µs) must be before end "
+                               f"({e / 1000} µs).")
+        return s, e
+
+    def query(self, start_us: float | None, end_us: float | None, width: int = 1000) -> dict:
+        """The ``trace/timeline`` answer for window ``[start_us, end_us)`` at ``width`` px."""
+        s, e = self.window(start_us, end_us, width)
+        width = int(width)
+        px = (e - s) / width
+        lo, hi = self.lod.window(s, e)
+        items = self.lod.cover(lo, hi, px)
+        blocks, brow = greedy_blocks(self.lod, items, px)
+        used, name_idx = np.unique(blocks.name, return_inverse=True)
+        lane_of_block = np.searchsorted(self.lane_row0, brow, side="right") - 1
+        depth = brow - self.lane_row0[lane_of_block]
+        cols = ((blocks.start / 1000).tolist(), ((blocks.end - blocks.start) / 1000).tolist(),
+                name_idx.reshape(-1).tolist(), depth.tolist(), blocks.count.tolist())
+        rows = [list(r) for r in zip(*cols)]
+        ev = blocks.ev.tolist()
+        for i in np.flatnonzero(blocks.count == 1).tolist():
+            rows[i].append(ev[i])
+        cut = np.searchsorted(lane_of_block, np.arange(len(self.layout.lanes) + 1))
+        lanes = [{"id": ln.id, "name": ln.name, "kind": ln.kind, "rows": ln.rows,
+                  "blocks": rows[cut[k]:cut[k + 1]]}
+                 for k, ln in enumerate(self.layout.lanes)]
+        lanes += [{"id": c.id, "name": c.name, "kind": "counter", "points": c.points(s, e, width)}
+                  for c in self.counters]
+        strings = self.trace.strings
+        return {
+            "range": [0, self.end_ns / 1000], "start": s / 1000, "end": e / 1000,
+            "names": [strings[i] for i in used.tolist()],
+            "lanes": lanes,
+            "steps": [[name, a / 1000, b / 1000] for name, a, b in self.steps
+                      if a < e and (b > s or a >= s)],
+        }
+
+    # --- trace/event ----------------------------------------------------------------------------
+
+    def event(self, event_id: int) -> dict:
+        """Full details of one event (``trace/event``); :class:`NotFound` for unknown ids."""
+        return self.event_index.details(event_id)
+
+
+def _ns(us: float, what: str) -> int:
+    try:
+        v = float(us)
+    except (TypeError, ValueError):
+        raise BadParameter(f"bad {what}", f"{what} must be a time in µs, got {us!r}.") from None
+    if not math.isfinite(v) or abs(v) > 1e15:
+        raise BadParameter(f"bad {what}", f"{what} must be a finite time in µs, got {us!r}.")
+    return round(v * 1000)
+
+
+def host_steps(trace: Trace) -> list[tuple[str, int, int]]:
+    """``ProfilerStep#N`` host events as ``(N, start ns, end ns)``, first one per name."""
+    rows = np.flatnonzero(trace.kind == Kind.STEP)
+    seen: dict[str, tuple[str, int, int]] = {}
+    for r in rows.tolist():
+        m = STEP_NAME.match(trace.name_of(r))
+        if m and m.group(1) not in seen:
+            s = int(trace.start[r])
+            seen[m.group(1)] = (m.group(1), s, s + int(trace.dur[r]))
+    return list(seen.values())
+
+
+def build_timeline(trace: Trace, *, steps: Iterable[tuple[str, int, int]] | None = None,
+                   links: Links | None = None) -> Timeline:
+    """Build the timeline of ``trace`` (vectorised; done once at analysis time).
+
+    ``steps``: ``(name, start ns, end ns)`` step markers; default: the trace's
+    ``ProfilerStep#N`` host events. ``links``: launch links; default: ``link(trace)``.
+    With an :class:`~stepscope.analysis.Analysis` ``a`` at hand, pass its results::
+
+        build_timeline(a.trace, links=a.links,
+                       steps=zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist()))
+    """
+    layout = assign_lanes(trace)
+    return Timeline(trace, layout, host_steps(trace) if steps is None else list(steps),
+                    link(trace) if links is None else links)

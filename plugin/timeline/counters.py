@@ -1,0 +1,123 @@
+"""Counter lanes of the timeline: GPU utilization and allocated memory (issue 6).
+
+- ``counter:GPU <d> Utilization``: per pixel, the share of the pixel covered by the union of
+  that GPU's kernel intervals (SPEC §2.3: kernels only), as a fraction 0..1. One point per
+  pixel ``[pixel start µs, fraction]``; computed from a prefix sum of covered time, so any
+  window costs O(width log n).
+- ``counter:<device> Memory Allocated``: the ``Total Allocated`` bytes of the ``[memory]``
+  instant events of one device, a step function. Downsampled to the minimum and maximum
+  sample of each pixel (plus its last sample when that is neither, so the value held after
+  the pixel is right), preceded by the value held at the window start.
+
+Example: kernels ``[0, 5) [3, 8)`` µs, window ``[0, 10)`` at width 2 -> points
+``[[0, 1.0], [5, 0.6]]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import Trace
+from ..taxonomy import Kind
+
+_DEVICE_TYPE = {0: "CPU", 1: "GPU"}
+
+
+@dataclass
+class Utilization:
+    """Union of one GPU's kernel intervals, with the covered time before each one starts."""
+
+    id: str
+    name: str
+    ms: np.ndarray   # disjoint sorted interval starts (ns)
+    me: np.ndarray   # their ends
+    cum: np.ndarray  # covered ns before ms[i] (length len(ms) + 1)
+
+    def covered_before(self, t: np.ndarray) -> np.ndarray:
+        """Covered ns in ``(-inf, t)`` for each ``t`` (int64 ns)."""
+        i = np.searchsorted(self.ms, t, side="right") - 1
+        ic = np.maximum(i, 0)
+        inside = np.clip(t - self.ms[ic], 0, self.me[ic] - self.ms[ic])
+        return np.where(i >= 0, self.cum[ic] + inside, 0)
+
+    def points(self, s: int, e: int, width: int) -> list[list[float]]:
+        edges = s + (np.arange(width + 1) * (e - s)) // width
+        cov = np.diff(self.covered_before(edges))
+        frac = np.round(cov / np.maximum(np.diff(edges), 1), 4)
+        return [list(p) for p in zip((edges[:-1] / 1000).tolist(), frac.tolist())]
+
+
+@dataclass
+class Memory:
+    """One device's ``Total Allocated`` samples, sorted by time (file order on ties)."""
+
+    id: str
+    name: str
+    ts: np.ndarray
+    value: np.ndarray
+
+    def points(self, s: int, e: int, width: int) -> list[list[float]]:
+        lo = int(np.searchsorted(self.ts, s, side="left"))
+        hi = int(np.searchsorted(self.ts, e, side="left"))
+        out: list[list[float]] = []
+        if lo > 0:
+            out.append([s / 1000, int(self.value[lo - 1])])
+        if hi <= lo:
+            return out
+        ts, val = self.ts[lo:hi], self.value[lo:hi]
+        pixel = ((ts - s) * width) // (e - s)
+        brk = np.r_[True, pixel[1:] != pixel[:-1]]
+        heads = np.flatnonzero(brk)
+        last = np.append(heads[1:], len(ts)) - 1
+        seg = np.cumsum(brk) - 1
+        picks = [last]
+        for red in (np.minimum, np.maximum):
+            ext = red.reduceat(val, heads)
+            cand = np.flatnonzero(val == ext[seg])
+            picks.append(cand[np.r_[True, seg[cand][1:] != seg[cand][:-1]]])
+        keep = np.unique(np.concatenate(picks))
+        out += [list(p) for p in zip((ts[keep] / 1000).tolist(), val[keep].tolist())]
+        return out
+
+
+def build_counters(trace: Trace) -> list[Utilization | Memory]:
+    """Counter series of ``trace``: utilization per GPU with kernels, memory per device."""
+    out: list[Utilization | Memory] = []
+    kernels = np.flatnonzero(trace.kind == Kind.KERNEL)
+    devices = trace.device[kernels]
+    for d in np.unique(devices).tolist():
+        rows = kernels[devices == d]
+        ms, me = _union(trace.start[rows], trace.start[rows] + trace.dur[rows])
+        cum = np.concatenate(([0], np.cumsum(me - ms)))
+        name = f"GPU {d} Utilization"
+        out.append(Utilization(f"counter:{name}", name, ms, me, cum))
+    mem = trace.memory
+    ok = mem["total_allocated"] >= 0
+    if ok.any():
+        dt, di = mem["device_type"][ok], mem["device_id"][ok]
+        ts, val = mem["ts"][ok], mem["total_allocated"][ok]
+        pairs = np.unique(np.stack([dt, di]), axis=1)
+        for t, i in pairs.T.tolist():
+            sel = (dt == t) & (di == i)
+            order = np.argsort(ts[sel], kind="stable")
+            kind = _DEVICE_TYPE.get(t, f"Device type {t}")
+            name = f"{kind} Memory Allocated" if t == 0 else f"{kind} {i} Memory Allocated"
+            out.append(Memory(f"counter:{name}", name, ts[sel][order], val[sel][order]))
+    return out
+
+
+def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge intervals into sorted disjoint ones (empty ones dropped)."""
+    keep = ends > starts
+    s, e = starts[keep], ends[keep]
+    if not len(s):
+        return s, e
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    run = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > run[:-1]]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(s)) - 1
+    return s[first], run[last]
