@@ -1,0 +1,169 @@
+// The table component every view uses: search box, sortable headers, paging and
+// optionally expandable rows. Logic lives in table_model.js; this file only builds DOM.
+import { breakable, el, helpIcon, setChildren } from "./dom.js";
+import { formatCount, formatDuration, formatPercent, shortenName } from "./format.js";
+import { tableView } from "./table_model.js";
+import { errorPanel, loadingLine } from "./status.js";
+
+export const PAGE_SIZES = [10, 25, 50, 100];
+const NUMERIC = new Set(["count", "duration", "percent", "number"]);
+
+/** A cell's display text by column kind. */
+export function cellText(value, kind) {
+  switch (kind) {
+    case "duration": return formatDuration(value);
+    case "count": return formatCount(value);
+    case "percent": return formatPercent(value);
+    case "number": return typeof value === "number" ? formatCount(value) : String(value ?? "–");
+    case "bool": return value === true ? "Yes" : value === false ? "No" : String(value ?? "–");
+    default: return value === null || value === undefined ? "" : String(value);
+  }
+}
+
+function cell(row, col) {
+  const value = row[col.key];
+  const text = cellText(value, col.kind);
+  const numeric = NUMERIC.has(col.kind);
+  if (col.shorten) { // long names: shortened, full text on hover, wrapping allowed
+    const short = text.length > col.shorten ? shortenName(text, col.shorten, { outer: false }) : text;
+    return el("td", { className: "name", title: short === text ? null : text }, breakable(short));
+  }
+  return el("td", { className: numeric ? "num" : col.kind === "code" ? "code" : "",
+    title: col.kind === "duration" && typeof value === "number" ? `${formatCount(value)} µs` : null }, text);
+}
+
+/**
+ * createTable(options) -> {element, setRows(rows)}.
+ * options: columns [{key, label, kind: "text"|"code"|"count"|"duration"|"percent"|"number"|"bool",
+ *   help?, shorten? (max chars, full text on hover), width? (CSS min-width)}], rows, searchKeys,
+ *   state {search, sort, dir}, onStateChange(patch) (to mirror search/sort into the URL),
+ *   rowKey(row), expandable(row), renderDetail(row) -> Promise<Node>, noun ("operators"),
+ *   pageSize.
+ */
+export function createTable(options) {
+  const { columns, searchKeys = [columns[0].key], onStateChange, noun = "rows",
+    expandable = () => false, renderDetail, rowKey = (r) => JSON.stringify(r) } = options;
+  let rows = options.rows ?? [];
+  const st = { search: options.state?.search ?? "", sort: options.state?.sort ?? "",
+    dir: options.state?.dir === "asc" ? "asc" : "desc", page: 0,
+    pageSize: options.pageSize ?? 25 };
+  if (st.sort && !columns.some((c) => c.key === st.sort)) st.sort = "";
+  const expanded = new Set();
+  const details = new Map(); // rowKey -> Promise<Node>
+
+  const search = el("input", { type: "search", className: "table-search",
+    placeholder: options.searchPlaceholder ?? "Search names…", "aria-label": `Search ${noun}`,
+    value: st.search });
+  const count = el("span", { className: "table-count muted" });
+  const thead = el("thead");
+  const tbody = el("tbody");
+  const pager = el("div", { className: "pager" });
+  const element = el("div", { className: "table-wrap" },
+    el("div", { className: "table-tools" }, search, count),
+    el("div", { className: "table-scroll" }, el("table", { className: "data-table" }, thead, tbody)),
+    pager);
+
+  search.addEventListener("input", () => {
+    st.search = search.value;
+    st.page = 0;
+    onStateChange?.({ search: st.search });
+    render();
+  });
+
+  function sortBy(col) {
+    if (st.sort === col.key) st.dir = st.dir === "desc" ? "asc" : "desc";
+    else {
+      st.sort = col.key;
+      st.dir = NUMERIC.has(col.kind) ? "desc" : "asc";
+    }
+    st.page = 0;
+    onStateChange?.({ sort: st.sort, dir: st.dir });
+    render();
+  }
+
+  function header() {
+    const ths = columns.map((col) => {
+      const active = st.sort === col.key;
+      const arrow = active ? (st.dir === "asc" ? "▲" : "▼") : "";
+      return el("th", { className: NUMERIC.has(col.kind) ? "num" : "", style: col.width ? { minWidth: col.width } : null,
+        "aria-sort": active ? (st.dir === "asc" ? "ascending" : "descending") : "none" },
+      el("button", { type: "button", className: "sort", dataset: { key: col.key },
+        title: `Sort by ${col.title ?? col.label}`, on: { click: () => sortBy(col) } },
+      col.label, el("span", { className: "arrow", "aria-hidden": "true" }, arrow)),
+      helpIcon(col.help));
+    });
+    setChildren(thead, el("tr", {}, ths));
+  }
+
+  function detailRow(key, row) {
+    const td = el("td", { colspan: String(columns.length) }, loadingLine("Loading call stacks…"));
+    if (!details.has(key)) details.set(key, Promise.resolve().then(() => renderDetail(row)));
+    details.get(key).then((node) => setChildren(td, node),
+      (err) => { details.delete(key); setChildren(td, errorPanel(err)); });
+    return el("tr", { className: "detail-row" }, td);
+  }
+
+  function bodyRows(view) {
+    const out = [];
+    for (const row of view.rows) {
+      const key = rowKey(row);
+      const cells = columns.map((col) => cell(row, col));
+      cells[0].classList.add("first");
+      if (renderDetail && expandable(row)) {
+        const open = expanded.has(key);
+        // the arrow is CSS (::before), so the cell's text stays the name alone
+        const btn = el("button", { type: "button", className: "expand", "aria-expanded": String(open),
+          title: open ? "Hide call stacks" : "Show call stacks",
+          "aria-label": open ? "Hide call stacks" : "Show call stacks",
+          on: { click: () => { if (open) expanded.delete(key); else expanded.add(key); render(); } } });
+        cells[0].prepend(btn);
+      }
+      if (renderDetail) cells[0].classList.add("has-toggle"); // room for the toggle, aligned
+      out.push(el("tr", { className: expanded.has(key) ? "expanded" : "" }, cells));
+      if (renderDetail && expanded.has(key) && expandable(row)) out.push(detailRow(key, row));
+    }
+    if (!out.length) {
+      out.push(el("tr", {}, el("td", { colspan: String(columns.length), className: "muted empty-row" },
+        st.search ? `No ${noun} match “${st.search}”.` : `No ${noun}.`)));
+    }
+    return out;
+  }
+
+  function pagerControls(view) {
+    const size = el("select", { "aria-label": "Rows per page",
+      on: { change: () => { st.pageSize = Number(size.value); st.page = 0; render(); } } },
+    PAGE_SIZES.map((n) => el("option", { value: String(n), selected: n === st.pageSize }, String(n))));
+    const go = (p) => { st.page = p; render(); };
+    const range = view.matched ? `${formatCount(view.start + 1)}–${formatCount(view.end)} of ${formatCount(view.matched)}` : "0 of 0";
+    setChildren(pager,
+      el("label", {}, "Rows per page ", size),
+      el("span", { className: "pager-range" }, range),
+      el("button", { type: "button", className: "page-prev", disabled: view.page === 0,
+        on: { click: () => go(view.page - 1) } }, "‹ Prev"),
+      el("span", { className: "pager-page" }, `Page ${view.page + 1} of ${view.pages}`),
+      el("button", { type: "button", className: "page-next", disabled: view.page >= view.pages - 1,
+        on: { click: () => go(view.page + 1) } }, "Next ›"));
+  }
+
+  function render() {
+    const view = tableView(rows, { search: st.search, searchKeys, sort: st.sort, dir: st.dir,
+      page: st.page, pageSize: st.pageSize });
+    st.page = view.page;
+    header();
+    setChildren(tbody, bodyRows(view));
+    count.textContent = view.matched === view.total ? `${formatCount(view.total)} ${noun}`
+      : `${formatCount(view.matched)} of ${formatCount(view.total)} ${noun}`;
+    pagerControls(view);
+  }
+
+  render();
+  return {
+    element,
+    setRows(newRows) {
+      rows = newRows;
+      expanded.clear();
+      details.clear();
+      render();
+    },
+  };
+}

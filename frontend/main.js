@@ -1,0 +1,276 @@
+// The dashboard shell: run / worker / span selectors, view tabs, "Copy link", and the
+// URL <-> state round trip (SPEC §3.2). Views are modules in views/, each exporting
+// render(root, ctx); this file picks the trace, then hands the page to one of them.
+import { getJSON, isAbort, spanClient } from "./lib/api.js";
+import { purgeCharts } from "./lib/charts.js";
+import { el, setChildren } from "./lib/dom.js";
+import { spanLabel } from "./lib/format.js";
+import { emptyState, errorPanel, loadingLine, progressPanel } from "./lib/status.js";
+import { buildQuery, parseState, urlFor, withPatch, withoutViewKeys, writeState } from "./lib/urlstate.js";
+
+const VIEWS = {
+  Overview: () => import("./views/overview.js"),
+  Operator: () => import("./views/operator.js"),
+  Kernel: () => import("./views/kernel.js"),
+  Trace: () => import("./views/trace.js"),
+};
+const RUNS_REFRESH_MS = 10000;
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  run: $("run"), worker: $("worker"), span: $("span"), tabs: $("tabs"), copy: $("copy-link"),
+  banner: $("banner"), progress: $("progress"), main: $("view"), toast: $("toast"),
+};
+
+let state = parseState(window.location.search);
+let client = null; // spanClient of the shown span
+let views = [];
+let navToken = 0; // bumped by every navigation: stale async work checks it and stops
+let runsSeen = "";
+
+// -- selectors ----------------------------------------------------------------------
+function fillSelect(select, values, current, label = (v) => v) {
+  setChildren(select, values.map((v) => el("option", { value: v, selected: v === current }, label(v))));
+  select.disabled = values.length === 0;
+}
+
+/** Run names as listed; a run whose every file failed says so (that state is stable). */
+function runLabel(status) {
+  return (run) => {
+    const s = status?.[run];
+    return s && s.failed && !s.ready && !s.loading ? `${run} (failed)` : run;
+  };
+}
+
+function banner(text) {
+  setChildren(ui.banner, text ? el("div", { className: "banner" }, text) : null);
+}
+
+// -- progress of 202 answers ----------------------------------------------------------
+const loading = new Map();
+function onProgress(key, body) {
+  if (body) loading.set(key, body);
+  else loading.delete(key);
+  const latest = [...loading.values()].pop();
+  setChildren(ui.progress, latest ? progressPanel(latest) : null);
+}
+
+// -- navigation -----------------------------------------------------------------------
+async function fetchRuns(token) {
+  for (;;) {
+    const body = await getJSON("runs");
+    if (token !== navToken) return null;
+    if (body.runs?.length || !body.loading) return body;
+    setChildren(ui.main, loadingLine("Looking for trace files…"));
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+/** Resolve run / worker / span from `state` (falling back to the first / latest), then show the view. */
+async function navigate() {
+  const token = ++navToken;
+  banner("");
+  try {
+    const runs = await fetchRuns(token);
+    if (!runs) return;
+    runsSeen = JSON.stringify(runs.runs);
+    if (!runs.runs.length) {
+      for (const s of [ui.run, ui.worker, ui.span]) fillSelect(s, [], "");
+      setChildren(ui.tabs);
+      showClient(null);
+      setChildren(ui.main, emptyState("No traces found in the log directory",
+        "Write traces with torch.profiler and tensorboard_trace_handler(\"<logdir>/<run>\"); "
+        + "new files show up here within a few seconds."));
+      return;
+    }
+    const notes = [];
+    let run = state.run;
+    if (!runs.runs.includes(run)) {
+      if (run) notes.push(`Run “${run}” is not in this log directory.`);
+      run = runs.runs[0];
+    }
+    fillSelect(ui.run, runs.runs, run, runLabel(runs.status));
+    const workers = await getJSON("workers", { run });
+    if (token !== navToken) return;
+    let worker = state.worker;
+    if (!workers.includes(worker)) {
+      if (worker) notes.push(`Worker “${worker}” is not in run “${run}”.`);
+      worker = workers[0];
+    }
+    fillSelect(ui.worker, workers, worker);
+    const spans = worker === undefined ? [] : await getJSON("spans", { run, worker });
+    if (token !== navToken) return;
+    let span = state.span;
+    if (!spans.includes(span)) {
+      if (span) notes.push(`Span “${span}” is not in worker “${worker}”.`);
+      span = spans[spans.length - 1];
+    }
+    fillSelect(ui.span, spans, span, spanLabel);
+    if (notes.length) banner(`${notes.join(" ")} Showing ${run} / ${worker}${span ? ` / ${span}` : ""} instead.`);
+    state = withPatch(state, { run, worker, span }); // span always written explicitly
+    writeState(state);
+    if (worker === undefined || span === undefined) {
+      showClient(null);
+      setChildren(ui.main, emptyState("No trace files in this run"));
+      return;
+    }
+    if (!client || client.run !== run || client.worker !== worker || client.span !== span) {
+      const next = spanClient({ run, worker, span }, {
+        onProgress: (key, body) => client === next && onProgress(key, body), // not a closed one's
+      });
+      showClient(next);
+    }
+    setChildren(ui.tabs);
+    setChildren(ui.main, loadingLine("Loading the trace…"));
+    views = await client.get("views");
+    if (token !== navToken) return;
+    await showView(token);
+  } catch (err) {
+    if (token !== navToken || isAbort(err)) return;
+    setChildren(ui.tabs);
+    setChildren(ui.main, errorPanel(err));
+  }
+}
+
+function showClient(next) {
+  if (client && client !== next) client.close();
+  client = next;
+  loading.clear();
+  setChildren(ui.progress);
+}
+
+function renderTabs(current) {
+  setChildren(ui.tabs, views.map((v) => el("a", {
+    href: buildQuery(withoutViewKeys({ ...state, view: v })) || "?", role: "tab",
+    className: v === current ? "tab active" : "tab", "aria-selected": String(v === current),
+    dataset: { view: v },
+    on: { click: (e) => {
+      if (e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey) return; // new tab: let the browser go
+      e.preventDefault();
+      if (v === state.view) return;
+      state = withoutViewKeys(withPatch(state, { view: v }));
+      writeState(state, { push: true });
+      showView(++navToken);
+    } },
+  }, v)));
+}
+
+/** Show state.view (or the first view with data) of the current span. */
+async function showView(token) {
+  if (!views.length) {
+    setChildren(ui.tabs);
+    setChildren(ui.main, emptyState("Nothing to show for this trace",
+      "It has no host events and no GPU activity."));
+    return;
+  }
+  let view = state.view;
+  if (!views.includes(view)) {
+    if (view) banner(`The ${view} view has no data for this trace; showing ${views[0]}.`);
+    view = views[0];
+    state = withoutViewKeys(withPatch(state, { view }));
+  }
+  writeState(state);
+  renderTabs(view);
+  document.title = `${view} · ${state.run} — Stepscope`;
+  purgeCharts(ui.main);
+  const root = el("div", { className: "view-root", dataset: { view } });
+  setChildren(ui.main, root);
+  const ctx = {
+    client,
+    state: { ...state },
+    alive: () => token === navToken,
+    update(patch) {
+      if (token !== navToken) return;
+      state = withPatch(state, patch);
+      ctx.state = { ...state };
+      writeState(state);
+      renderTabs(view);
+    },
+    rerender: () => showView(++navToken),
+  };
+  try {
+    const loader = VIEWS[view];
+    if (!loader) {
+      setChildren(root, emptyState(`The ${view} view is not available in this version of the dashboard`));
+      return;
+    }
+    const module = await loader();
+    if (!ctx.alive()) return;
+    await module.render(root, ctx);
+  } catch (err) {
+    if (!ctx.alive() || isAbort(err)) return;
+    setChildren(root, errorPanel(err));
+  }
+}
+
+// -- controls ---------------------------------------------------------------------------
+function choose(patch) {
+  state = withoutViewKeys(withPatch(state, patch));
+  writeState(state, { push: true });
+  purgeCharts(ui.main);
+  setChildren(ui.tabs); // the old trace's page goes at once, not when the new one is ready
+  setChildren(ui.main, loadingLine("Loading the trace…"));
+  navigate();
+}
+
+ui.run.addEventListener("change", () => choose({ run: ui.run.value, worker: null, span: null }));
+ui.worker.addEventListener("change", () => choose({ worker: ui.worker.value }));
+ui.span.addEventListener("change", () => choose({ span: ui.span.value }));
+window.addEventListener("popstate", () => {
+  state = parseState(window.location.search);
+  navigate();
+});
+
+function toast(text) {
+  ui.toast.textContent = text;
+  ui.toast.classList.add("show");
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => ui.toast.classList.remove("show"), 2500);
+}
+
+/** Copy with the Clipboard API, else the old execCommand way (plain http, iframes). */
+async function copyText(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    const area = el("textarea", { readonly: true, className: "offscreen" });
+    area.value = text;
+    document.body.appendChild(area);
+    area.select();
+    let ok = false;
+    try {
+      ok = document.execCommand("copy");
+    } catch {
+      ok = false;
+    }
+    area.remove();
+    return ok;
+  }
+}
+
+ui.copy.addEventListener("click", async () => {
+  const url = urlFor(state);
+  ui.copy.dataset.url = url;
+  if (await copyText(url)) toast("Link copied: it opens this exact view.");
+  else window.prompt("Copy this link:", url);
+});
+
+/** Pick up new runs while the page is open (the server rescans the log directory). */
+async function refreshRuns() {
+  if (document.visibilityState !== "visible") return;
+  try {
+    const body = await getJSON("runs");
+    const seen = JSON.stringify(body.runs);
+    if (seen !== runsSeen && body.runs.length) {
+      runsSeen = seen;
+      fillSelect(ui.run, body.runs, state.run, runLabel(body.status));
+      if (!state.run) navigate();
+    }
+  } catch {
+    // the next refresh tries again; navigation shows errors
+  }
+}
+
+setInterval(refreshRuns, RUNS_REFRESH_MS);
+navigate();
