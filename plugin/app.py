@@ -18,21 +18,23 @@ import importlib.metadata
 import logging
 import os
 import platform
+import re
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
-from flask import Flask, Response, current_app, redirect, request
+from flask import Flask, Response, current_app, redirect, request, send_file
 from werkzeug.exceptions import HTTPException
 from werkzeug.security import safe_join
 
 from . import __version__
 from .assets import frontend_dir, mime_type, plotly_js
 from .errors import BadParameter, NotFound, StepscopeError
-from .loader import Loading, Progress, Ready, Store, analyse_file
+from .loader import Loading, Ready, Store
 from .views import ViewSet  # the view routes are whatever ViewSet answers
+from .worker import Analyser, Progress, default_jobs
 
 log = logging.getLogger(__name__)
 
@@ -50,22 +52,28 @@ CSP = ("default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe
 
 def create_app(logdir: str, *, reload_interval: float = 5.0, jobs: int | None = None,
                cache_dir: str | None = None, no_cache: bool = False,
-               analyse: Callable[[str, Progress], Any] = analyse_file,
+               analyse: Callable[[str, Progress], Any] | None = None,
                start: bool = True) -> Flask:
     """The Stepscope WSGI app serving ``logdir``.
 
-    ``reload_interval``: seconds between re-scans of ``logdir``; ``jobs``: analysis threads;
-    ``cache_dir`` / ``no_cache``: the on-disk analysis cache (kept for a later version);
-    ``analyse``: job function ``analyse(path, progress) -> ViewSet`` (tests inject one);
+    ``reload_interval``: seconds between re-scans of ``logdir``; ``jobs``: traces analysed
+    in parallel (worker processes); ``cache_dir`` / ``no_cache``: the on-disk analysis cache
+    (default ``$XDG_CACHE_HOME/stepscope``); ``analyse``: job function
+    ``analyse(path, progress) -> ViewSet``, default :class:`~.worker.Analyser` (worker
+    processes + cache), tests may inject the in-process :func:`~.worker.analyse_file`;
     ``start``: start the background store now (else call ``app_store(app).start()``).
     """
     app = Flask("stepscope", static_folder=None)
+    jobs = jobs or default_jobs()
+    if analyse is None:
+        analyse = Analyser(cache_dir=cache_dir, no_cache=no_cache, jobs=jobs)
     store = Store(logdir, reload_interval=reload_interval, jobs=jobs, analyse=analyse)
     app.extensions["stepscope"] = store
     app.config.update(STEPSCOPE_CACHE_DIR=cache_dir, STEPSCOPE_NO_CACHE=no_cache)
 
     for route, func in (("runs", runs), ("workers", workers), ("spans", spans),
                         ("views", views), ("notes", notes), ("version", version),
+                        ("trace/download", trace_download),
                         ("vendor/plotly.min.js", plotly_file)):
         app.add_url_rule(f"{PREFIX}/{route}", route, func)
     for route in ViewSet.ROUTES:
@@ -130,6 +138,27 @@ def view_route(route: str) -> Callable[[], Response]:
             ready.get(route, request.args))
     handler.__name__ = f"view_{route.replace('/', '_')}"
     return handler
+
+
+def trace_download() -> Response:
+    """The original trace file of a span, as an attachment (for Perfetto / chrome://tracing)."""
+    ready = lookup()
+    if isinstance(ready, Response):
+        return ready
+    path = Path(ready.path)
+    if not path.is_file():
+        raise NotFound(f"{path.name} is gone", "The file was deleted or moved since it was "
+                       "analysed; reload the run list.")
+    gz = path.name.endswith(".gz")
+    return send_file(path, mimetype="application/gzip" if gz else "application/json",
+                     as_attachment=True, download_name=download_name(path.name),
+                     conditional=True, max_age=0)
+
+
+def download_name(name: str) -> str:
+    """A file name safe in a Content-Disposition header: ``a b/<c>.json`` -> ``a_b__c_.json``."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".")
+    return safe or "trace.json"
 
 
 def dashboard() -> Response:

@@ -93,10 +93,14 @@ class DiskCache:
     def _folder(self, key: str) -> str:
         return os.path.join(self.root, key[:2], key)
 
-    def get(self, path: str) -> Entry | None:
-        """The entry for the file's current version, or None (missing, stale or corrupt)."""
+    def get(self, path: str, key: str | None = None) -> Entry | None:
+        """The entry for the file's current version (or for ``key``), or None (missing,
+        stale or corrupt)."""
         try:
-            folder = self._folder(self.key(path))
+            folder = self._folder(key or self.key(path))
+        except OSError:  # the file is gone
+            return None
+        try:
             with open(os.path.join(folder, "manifest.json"), "rb") as f:
                 manifest = orjson.loads(f.read())
             meta_path = os.path.join(folder, "meta.json")
@@ -110,12 +114,15 @@ class DiskCache:
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
-            self.discard(path)
+            shutil.rmtree(folder, ignore_errors=True)
             return None
 
-    def put(self, path: str, meta: dict, arrays: dict[str, np.ndarray]) -> None:
-        """Store an entry for the file's current version (atomic; a concurrent twin wins)."""
-        key = self.key(path)
+    def put(self, path: str, meta: dict, arrays: dict[str, np.ndarray],
+            key: str | None = None) -> None:
+        """Store an entry for the file's current version, or under ``key`` (taken before the
+        file was read, so content read from a file that changed meanwhile is never filed
+        under the new version). Atomic; a concurrent twin wins."""
+        key = key or self.key(path)
         final = self._folder(key)
         os.makedirs(os.path.dirname(final), exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=f".tmp-{key[:8]}-", dir=os.path.dirname(final))
@@ -140,10 +147,10 @@ class DiskCache:
             raise
         self.evict()
 
-    def discard(self, path: str) -> None:
-        """Remove the entry of the file's current version, if any."""
+    def discard(self, path: str, key: str | None = None) -> None:
+        """Remove the entry of the file's current version (or of ``key``), if any."""
         try:
-            shutil.rmtree(self._folder(self.key(path)), ignore_errors=True)
+            shutil.rmtree(self._folder(key or self.key(path)), ignore_errors=True)
         except OSError:
             pass
 

@@ -15,7 +15,8 @@ one :class:`Job` for the latest *stable* version of its file:
 Jobs run on ``jobs`` worker threads, taken from a priority queue: jobs of the most recently
 requested worker first (the requested span before its sibling spans), then the rest in
 discovery order. The job function :func:`analyse_file` is a pure module-level function of
-the file path, so a later version can run it in worker processes.
+the file path; the default, :class:`~.worker.Analyser`, runs it in worker processes and
+hands results back through the disk cache.
 
 Job phases: ``queued`` -> ``read`` -> ``analyse`` -> ``ready`` | ``failed``. A failed job
 keeps its error (422 for a :class:`~stepscope.errors.TraceError`, 500 for a bug) until the
@@ -36,16 +37,11 @@ from typing import Any
 
 from .discovery import Scanner, Snapshot, shadow_note
 from .errors import NotFound, StepscopeError
-from .reader import read_trace
-from .views import build_views
+from .worker import Progress, analyse_file, default_jobs
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str, str]  # (run, worker, span)
-#: ``progress(phase, fraction)``: phase name, overall fraction 0..1 of the job.
-Progress = Callable[[str, float], None]
-#: Share of a job's progress bar spent reading the file; the rest is analysis.
-READ_SHARE = 0.8
 #: How long a request waits for the very first scan before answering with what is known (s).
 FIRST_SCAN_WAIT_S = 10.0
 
@@ -54,18 +50,6 @@ class AnalysisBug(StepscopeError):
     """An unexpected exception while analysing a file: a bug in Stepscope, 500."""
 
     status = 500
-
-
-def analyse_file(path: str, progress: Progress) -> Any:
-    """Read and analyse one trace file; returns its ``stepscope.views.ViewSet``.
-
-    ``progress("read", f)`` with ``f`` in ``[0, READ_SHARE]`` while reading, then
-    ``progress("analyse", READ_SHARE)``. Raises ``TraceError`` for an unusable file.
-    """
-    progress("read", 0.0)
-    trace = read_trace(path, progress=lambda f: progress("read", READ_SHARE * f))
-    progress("analyse", READ_SHARE)
-    return build_views(trace)
 
 
 @dataclass
@@ -87,6 +71,7 @@ class Ready:
 
     viewset: Any
     file_notes: list[dict] = field(default_factory=list)
+    path: str = ""  # the analysed trace file (trace/download serves it)
 
     def names(self) -> list[str]:
         return list(self.viewset.names())
@@ -137,7 +122,7 @@ class Store:
                  analyse: Callable[[str, Progress], Any] = analyse_file):
         self.logdir = os.path.abspath(logdir)
         self.reload_interval = float(reload_interval)
-        self.jobs = jobs or max(1, min(4, (os.cpu_count() or 2) // 2))
+        self.jobs = jobs or default_jobs()
         self._analyse = analyse
         self._scanner = Scanner(self.logdir)
         self._lock = threading.Condition()
@@ -174,6 +159,9 @@ class Store:
             self._lock.notify_all()
         for t in self._threads:
             t.join(timeout)
+        close = getattr(self._analyse, "close", None)
+        if close is not None:
+            close()
 
     def _poll_loop(self) -> None:
         while True:
@@ -249,7 +237,7 @@ class Store:
         try:
             viewset = self._analyse(job.info.path, job.progress)
             note = shadow_note(job.info)
-            result, error = Ready(viewset, [note] if note else []), None
+            result, error = Ready(viewset, [note] if note else [], job.info.path), None
         except StepscopeError as e:
             if e.file is None:
                 e.file = name

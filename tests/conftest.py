@@ -8,6 +8,7 @@ after the test); ``shared_client`` is one session-wide app over ``../shared/trac
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 import types
 from pathlib import Path
@@ -16,6 +17,10 @@ from urllib.parse import urlencode
 import pytest
 
 from stepscope.views import ViewSet
+
+# Tests never touch the user's analysis cache: every server they start (in-process or as a
+# subprocess inheriting the environment) caches under this temporary folder.
+os.environ["STEPSCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="stepscope-test-cache-")
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "traces"

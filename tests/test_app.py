@@ -129,7 +129,8 @@ def test_every_shared_trace_is_analysed(shared_client):
 
 
 @pytest.mark.parametrize("route", ["views", "notes", *[r for r in VIEW_ROUTES
-                                                        if r != "operation/stack"]])
+                                                        if r not in ("operation/stack",
+                                                                     "trace/event")]])
 @pytest.mark.parametrize("run", SHARED_RUNS)
 def test_every_view_of_every_shared_trace(shared_client, run, route):
     worker = shared_client.get(query("workers", run=run)).json[0]
@@ -436,3 +437,37 @@ def test_fresh_file_at_startup_waits_one_interval(client_for, tmp_path):
     assert calls == ["old.pt.trace.json"]
     assert client.get(query("overview", run="r", worker="fresh")).json["phase"] == "queued"
     assert wait_ready(client, "r", "fresh", timeout=5).status_code == 200
+
+
+def test_trace_routes(shared_client):
+    run = "kineto_resnet50/resnet50_num_workers_0"
+    resp = wait_ready(shared_client, run, "worker0", route="trace/timeline", timeout=120)
+    whole = resp.json
+    assert whole["start"] == 0 and whole["end"] == whole["range"][1] > 0
+    mid = whole["end"] / 2
+    window = shared_client.get(query("trace/timeline", run=run, worker="worker0",
+                                     start=mid, end=mid + 2000, width=1000)).json
+    singles = [b for lane in window["lanes"] for b in lane.get("blocks", []) if len(b) == 6]
+    assert singles
+    event = shared_client.get(query("trace/event", run=run, worker="worker0",
+                                    id=singles[0][5]))
+    assert event.status_code == 200 and event.json["id"] == singles[0][5]
+    for params, status in (({"id": "x"}, 400), ({"id": "999999999"}, 404),
+                           ({"start": "5", "end": "5"}, 400), ({"width": "0"}, 400)):
+        route = "trace/event" if "id" in params else "trace/timeline"
+        bad = shared_client.get(query(route, run=run, worker="worker0", **params))
+        assert bad.status_code == status and "error" in bad.json, (params, bad.data)
+    dl = shared_client.get(query("trace/download", run=run, worker="worker0"))
+    assert dl.status_code == 200 and dl.mimetype == "application/gzip"
+    assert "attachment" in dl.headers["Content-Disposition"]
+    assert "worker0.pt.trace.json.gz" in dl.headers["Content-Disposition"]
+    original = SHARED / run / "worker0.pt.trace.json.gz"
+    assert dl.get_data() == original.read_bytes()
+    dl.close()
+
+
+def test_download_name_is_sanitized():
+    from stepscope.app import download_name
+
+    assert download_name('a b/<c>"\r\n.json') == "a_b__c____.json"
+    assert download_name("..") == "trace.json"

@@ -19,8 +19,9 @@ from typing import Any
 from ..analysis import Analysis, analyze
 from ..analysis.kernels import GROUP_BY as KERNEL_GROUP_BY
 from ..analysis.operators import GROUP_BY as OPERATOR_GROUP_BY
-from ..errors import NotFound
+from ..errors import BadParameter, NotFound
 from ..model import Trace
+from ..timeline import build_timeline
 from .kernel import kernel_payloads
 from .operator import group_by_param, operation_payloads, operator_groups, stack_rows
 from .overview import notes, overview_payload
@@ -29,30 +30,34 @@ __all__ = ["ViewSet", "build_views"]
 
 
 class ViewSet:
-    """Precomputed payloads of one trace; :meth:`get` answers a route."""
+    """Precomputed payloads and the timeline of one trace; :meth:`get` answers a route.
+
+    ``analysis`` (kept for tests and in-process use) is left out when it is packed into the
+    disk cache (:mod:`stepscope.packing`): the routes need only the payloads and timeline.
+    """
 
     ROUTES = ("overview", "operation", "operation/table", "operation/stack", "kernel/table",
-              "kernel", "kernel/tc_pie")
+              "kernel", "kernel/tc_pie", "trace/timeline", "trace/event")
 
     def __init__(self, analysis: Analysis):
-        self.analysis = analysis
-        a = analysis
+        a = self.analysis = analysis
         self._groups = operator_groups(a)
         self._operation = operation_payloads(self._groups, a.gpu)
         self._kernel = kernel_payloads(a)
         self._overview = overview_payload(a)
         self._notes = notes(a)
+        self._names = (["Overview", "Operator"] if a.has_host else []) + \
+            (["Kernel"] if a.has_kernels else []) + ["Trace"]
+        self.timeline = build_timeline(
+            a.trace, links=a.links,
+            steps=zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist()))
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "analysis"}
 
     def names(self) -> list[str]:
         """Views that have data, in display order."""
-        a = self.analysis
-        out = []
-        if a.has_host:
-            out += ["Overview", "Operator"]
-        if a.has_kernels:
-            out.append("Kernel")
-        out.append("Trace")
-        return out
+        return self._names
 
     def notes(self) -> list[dict]:
         """Data-quality notes ``[{"level", "code", "text"}]``: reader's, then analyses'."""
@@ -75,8 +80,22 @@ class ViewSet:
         if route in ("kernel", "kernel/tc_pie"):
             group_by_param(params, KERNEL_GROUP_BY)
             return self._kernel[route]
+        if route == "trace/timeline":
+            return self.timeline.query(params.get("start") or None, params.get("end") or None,
+                                       params.get("width") or 1000)
+        if route == "trace/event":
+            return self.timeline.event(event_id_param(params))
         raise NotFound(f"unknown view route {route!r}",
                        f"Use one of: {', '.join(self.ROUTES)}.")
+
+
+def event_id_param(params: Mapping[str, str]) -> int:
+    """The ``id`` of ``trace/event``: a non-negative integer (400 otherwise)."""
+    raw = params.get("id")
+    if raw is None or not raw.isdigit():
+        raise BadParameter("bad id", "Pass id=<event id>: the 6th element of a single-event "
+                           f"block in trace/timeline (got {raw!r}).")
+    return int(raw)
 
 
 def build_views(trace: Trace) -> ViewSet:

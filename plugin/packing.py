@@ -1,0 +1,116 @@
+"""Object graph <-> (JSON-able state, numpy arrays), so analysed results can be cached
+without pickle.
+
+:func:`pack` walks plain data (None, bool, int, float, str, list, tuple, dict) and objects
+of stepscope's own classes (their ``__dict__``, or ``__slots__``), moving every numpy array
+into a flat ``arrays`` dict (an array referenced twice is stored once). :func:`unpack`
+rebuilds the graph; it only instantiates classes whose module is inside the ``stepscope``
+package, without calling ``__init__``, so a tampered cache entry cannot run code.
+
+Example::
+
+    state, arrays = pack(Point(x=np.arange(3), label=("a", 1)))
+    state  == {"@": "stepscope.geo:Point", "d": {"x": {"@a": "0"}, "label": {"@t": ["a", 1]}}}
+    unpack(state, arrays).label == ("a", 1)
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from typing import Any
+
+import numpy as np
+
+_PACKAGE = __name__.rsplit(".", 1)[0]  # "stepscope"
+
+
+class PackError(ValueError):
+    """The value holds something that cannot be packed (or a state cannot be unpacked)."""
+
+
+def pack(obj: Any) -> tuple[Any, dict[str, np.ndarray]]:
+    """``obj`` -> ``(state, arrays)``; ``state`` is JSON-able, arrays are named "0", "1", ..."""
+    arrays: dict[str, np.ndarray] = {}
+    by_id: dict[int, str] = {}
+
+    def walk(v: Any) -> Any:  # recursion depth = nesting of containers, which is shallow
+        if v is None or isinstance(v, (bool, str)):
+            return v
+        if isinstance(v, enum.Enum):
+            return walk(v.value)
+        if isinstance(v, (int, np.integer)):
+            return int(v)
+        if isinstance(v, (float, np.floating)):
+            f = float(v)
+            return f if f == f and f not in (float("inf"), float("-inf")) else {"@f": repr(f)}
+        if isinstance(v, np.ndarray):
+            if v.dtype == object:
+                raise PackError("object arrays cannot be cached")
+            name = by_id.get(id(v))
+            if name is None:
+                name = by_id[id(v)] = str(len(arrays))
+                arrays[name] = v
+            return {"@a": name}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, tuple):
+            return {"@t": [walk(x) for x in v]}
+        if isinstance(v, dict):
+            if all(type(k) is str and not k.startswith("@") for k in v):
+                return {k: walk(x) for k, x in v.items()}
+            return {"@m": [[walk(k), walk(x)] for k, x in v.items()]}
+        cls = type(v)
+        if not cls.__module__.startswith(_PACKAGE + "."):
+            raise PackError(f"cannot pack a {cls.__module__}.{cls.__qualname__}")
+        got = v.__getstate__()  # a class may leave out what need not be cached
+        if isinstance(got, tuple):  # (__dict__, slots) of a class with __slots__
+            fields = {**(got[0] or {}), **(got[1] or {})}
+        else:
+            fields = dict(got or {})
+        return {"@": f"{cls.__module__}:{cls.__qualname__}",
+                "d": {k: walk(x) for k, x in fields.items()}}
+
+    return walk(obj), arrays
+
+
+def unpack(state: Any, arrays: dict[str, np.ndarray]) -> Any:
+    """Inverse of :func:`pack` (``arrays`` may be read-only memory maps)."""
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if not isinstance(v, dict):
+            return v
+        if "@a" in v:
+            return arrays[v["@a"]]
+        if "@t" in v:
+            return tuple(walk(x) for x in v["@t"])
+        if "@m" in v:
+            return {_hashable(walk(k)): walk(x) for k, x in v["@m"]}
+        if "@f" in v:
+            return float(v["@f"])
+        if "@" in v:
+            obj = _new(v["@"])
+            for k, x in v["d"].items():
+                object.__setattr__(obj, k, walk(x))
+            return obj
+        return {k: walk(x) for k, x in v.items()}
+
+    return walk(state)
+
+
+def _hashable(k: Any) -> Any:
+    return tuple(_hashable(x) for x in k) if isinstance(k, list) else k
+
+
+def _new(ref: str) -> Any:
+    module, _, qualname = ref.partition(":")
+    if module != _PACKAGE and not module.startswith(_PACKAGE + "."):
+        raise PackError(f"refusing to create {ref}: not a {_PACKAGE} class")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    if not isinstance(obj, type):
+        raise PackError(f"{ref} is not a class")
+    return obj.__new__(obj)

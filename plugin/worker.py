@@ -1,0 +1,213 @@
+"""Analysis in worker processes; results come back through the disk cache (issue 5).
+
+The server never analyses on its request threads, and not even in its own process: each
+trace is read and analysed by a child process (``forkserver``: never ``fork`` from the
+threaded server), which packs the resulting :class:`~stepscope.views.ViewSet` into the disk
+cache (:mod:`.packing`, :mod:`.cache`: JSON + ``.npy``, no pickle). The server then loads the
+entry, memory-mapping its arrays. Only a small status dict travels back over the pipe, and
+progress over a queue. A cache hit skips the child entirely.
+
+``--no-cache`` uses a private temporary cache folder, removed at exit, and drops each
+entry once loaded (the memory maps stay valid on POSIX).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import multiprocessing as mp
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from .cache import DEFAULT_MAX_BYTES, DiskCache
+from .errors import StepscopeError, TraceError
+from .packing import pack, unpack
+from .reader import read_trace
+
+log = logging.getLogger(__name__)
+
+#: ``progress(phase, fraction)``: phase name, overall fraction 0..1 of the job.
+Progress = Callable[[str, float], None]
+#: Share of a job's progress bar spent reading the file; the rest is analysis.
+READ_SHARE = 0.8
+_PROGRESS_EVERY_S = 0.2
+
+_queue: Any = None  # the child's end of the progress queue (set by _init_child)
+
+
+def _init_child(queue: Any) -> None:
+    global _queue
+    _queue = queue
+
+
+def default_jobs() -> int:
+    """Traces analysed at once by default: half the cores, at least 2 (so a huge trace never
+    holds up every other run), at most 4."""
+    return max(2, min(4, (os.cpu_count() or 2) // 2))
+
+
+def analyse_file(path: str, progress: Progress) -> Any:
+    """Read and analyse one trace file in this process; returns its ``ViewSet``.
+
+    ``progress("read", f)`` with ``f`` in ``[0, READ_SHARE]`` while reading, then
+    ``progress("analyse", READ_SHARE)``. Raises ``TraceError`` for an unusable file.
+    """
+    from .views import build_views  # imported here: the views pull in every analysis
+
+    progress("read", 0.0)
+    trace = read_trace(path, progress=lambda f: progress("read", READ_SHARE * f))
+    progress("analyse", READ_SHARE)
+    return build_views(trace)
+
+
+def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str, token: int) -> dict:
+    """Child process: read + analyse ``path``, store the packed views under ``key``.
+
+    Returns ``{"ok": True}`` or the error ``{"status", "error", "detail", ...}``.
+    """
+    last = [0.0]
+
+    def progress(phase: str, fraction: float) -> None:
+        now = time.monotonic()
+        if _queue is not None and (now - last[0] >= _PROGRESS_EVERY_S or fraction >= 1):
+            last[0] = now
+            _queue.put((token, phase, fraction))
+
+    try:
+        state, arrays = pack(analyse_file(path, progress))
+        DiskCache(cache_root, max_bytes).put(path, {"state": state}, arrays, key=key)
+        return {"ok": True}
+    except StepscopeError as e:
+        return {"status": e.status, **e.body()}
+    except MemoryError:
+        return {"status": 422, "error": "out of memory",
+                "detail": "The trace needs more memory than is available; profile fewer "
+                          "steps (torch.profiler schedule active=...) or free memory."}
+
+
+class Analyser:
+    """The job function of the store: ``Analyser(...)(path, progress) -> ViewSet``."""
+
+    def __init__(self, *, cache_dir: str | None = None, no_cache: bool = False,
+                 jobs: int = 2, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.no_cache = no_cache
+        if no_cache:
+            cache_dir = tempfile.mkdtemp(prefix="stepscope-nocache-")
+            atexit.register(shutil.rmtree, cache_dir, True)
+        self.cache = DiskCache(cache_dir, max_bytes)
+        self.cache_root = os.path.dirname(self.cache.root)
+        self.jobs = max(1, jobs)
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._listeners: dict[int, Progress] = {}
+        self._tokens = iter(range(1, 1 << 62))
+        self._queue: Any = None
+
+    def __call__(self, path: str, progress: Progress) -> Any:
+        key = self.cache.key(path)  # before reading: see DiskCache.put
+        views = self._load(path, key, progress)
+        if views is not None:
+            return views
+        progress("read", 0.0)
+        result = self._run_child(path, key, progress)
+        if not result.get("ok"):
+            status = result.pop("status", 422)
+            raise StepscopeError(result.pop("error", "analysis failed"),
+                                 result.pop("detail", ""), status=status, **result)
+        views = self._load(path, key, progress)
+        if views is None:
+            raise TraceError("analysis result not found",
+                             "The analysis cache did not keep the result (is the cache folder "
+                             "full or shared with a server that evicts it?). Retry, or use a "
+                             "bigger --cache-dir.")
+        return views
+
+    def _load(self, path: str, key: str, progress: Progress) -> Any:
+        entry = self.cache.get(path, key)
+        if entry is None:
+            return None
+        progress("cache", 0.95)
+        try:
+            views = unpack(entry.meta["state"], entry.arrays())
+        except (KeyError, ValueError, TypeError, OSError) as e:
+            log.warning("cache entry for %s is unusable (%s); rebuilding", path, e)
+            self.cache.discard(path, key)
+            return None
+        if self.no_cache:
+            self.cache.discard(path, key)
+        return views
+
+    def _run_child(self, path: str, key: str, progress: Progress) -> dict:
+        token = next(self._tokens)
+        self._listeners[token] = progress
+        try:
+            for attempt in range(2):
+                pool = self._ensure_pool()
+                try:
+                    return pool.submit(analyse_to_cache, path, self.cache_root,
+                                       self.cache.max_bytes, key, token).result()
+                except BrokenProcessPool:
+                    self._reset_pool(pool)
+                    if attempt:
+                        return {"status": 422, "error": "analysis process died",
+                                "detail": "The worker analysing this trace was killed, most "
+                                          "likely out of memory. Profile fewer steps or run "
+                                          "with --jobs 1."}
+            raise AssertionError("unreachable")
+        finally:
+            self._listeners.pop(token, None)
+
+    # --- the pool -------------------------------------------------------------------------
+
+    def _ensure_pool(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                ctx = mp.get_context("forkserver" if sys.platform != "win32" else "spawn")
+                if ctx.get_start_method() == "forkserver":
+                    ctx.set_forkserver_preload(["stepscope.worker", "stepscope.views"])
+                self._queue = ctx.Queue()
+                threading.Thread(target=self._drain, args=(self._queue,), daemon=True,
+                                 name="stepscope-progress").start()
+                kwargs: dict[str, Any] = {}
+                if sys.version_info >= (3, 11):
+                    kwargs["max_tasks_per_child"] = 1  # give a big trace's memory back
+                self._pool = ProcessPoolExecutor(self.jobs, mp_context=ctx,
+                                                 initializer=_init_child,
+                                                 initargs=(self._queue,), **kwargs)
+            return self._pool
+
+    def _reset_pool(self, broken: ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._pool is broken:
+                self._pool = None
+        broken.shutdown(wait=False, cancel_futures=True)
+
+    def _drain(self, queue: Any) -> None:
+        while True:
+            try:
+                item = queue.get()
+            except (EOFError, OSError, ValueError):
+                return
+            if item is None:
+                return
+            token, phase, fraction = item
+            listener = self._listeners.get(token)
+            if listener is not None:
+                listener(phase, fraction)
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+            queue, self._queue = self._queue, None
+        if pool is not None:  # waits for a running child (max_tasks_per_child races otherwise)
+            pool.shutdown(wait=True, cancel_futures=True)
+        if queue is not None:
+            queue.put(None)
