@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import Union
 
 import numpy as np
@@ -26,6 +27,30 @@ from .taxonomy import DEVICE_KINDS, HOST_KINDS, STEP_KINDS, STEP_NAME, Kind, cat
 #: decades away): ignored for the origin and extent (ns).
 ABSURD_NS = 30 * 24 * 3600 * 10**9
 _STREAM = re.compile(r"(\d+)\s*$")
+
+
+@dataclass
+class Part:
+    """Columns of consecutive chunks built by one :class:`ColumnBuilder`, with its own
+    interning tables (ids in the columns index them). Plain arrays and lists: it crosses
+    process boundaries cheaply."""
+
+    chunks: list[dict[str, np.ndarray]]
+    ok: list[np.ndarray]
+    strings: list
+    threads: list
+    shapes: list
+    stacks: list
+    memory: list[dict[str, np.ndarray]]
+    phases: dict
+    entries: int
+
+
+def build_part(events: list[Event]) -> Part:
+    """Columns of one chunk of events, with fresh interning tables."""
+    builder = ColumnBuilder("")
+    builder.add(events)
+    return builder.export()
 
 
 class ColumnBuilder:
@@ -124,6 +149,34 @@ class ColumnBuilder:
                 stack[i] = stacks.setdefault(a.call_stack, len(stacks))
         return shape, stack
 
+    # --- parts built elsewhere (another process) ---------------------------------------
+
+    def export(self) -> Part:
+        """What this builder holds, as a :class:`Part` another builder can :meth:`merge`."""
+        return Part(self.chunks, self.ok, list(self.strings), list(self.threads),
+                    list(self.shapes), list(self.stacks), self.memory, dict(self.phases),
+                    self.entries)
+
+    def merge(self, part: Part) -> None:
+        """Append a part built by another builder, renumbering its interned ids."""
+        names = np.array([self.strings[s] for s in part.strings] or [0], dtype=np.int32)
+        self._ids([])  # record kinds and step flags of strings new to this builder
+        threads = np.array([self.threads[t] for t in part.threads] or [0], dtype=np.int32)
+        shapes = np.array([self.shapes.setdefault(s, len(self.shapes)) for s in part.shapes]
+                          + [-1], dtype=np.int32)  # index -1 (absent) stays -1
+        stacks = np.array([self.stacks.setdefault(s, len(self.stacks)) for s in part.stacks]
+                          + [-1], dtype=np.int32)
+        for cols in part.chunks:
+            cols = dict(cols)
+            cols["name"], cols["cat"] = names[cols["name"]], names[cols["cat"]]
+            cols["thread"] = threads[cols["thread"]]
+            cols["shape"], cols["stack"] = shapes[cols["shape"]], stacks[cols["stack"]]
+            self.chunks.append(cols)
+        self.ok += part.ok
+        self.memory += part.memory
+        self.phases.update(part.phases)
+        self.entries += part.entries
+
     # --- whole file ----------------------------------------------------------------------
 
     def finish(self, top: TraceObject, notes: list[Note]) -> Trace:
@@ -162,8 +215,8 @@ class ColumnBuilder:
         memory["ts"] -= origin_rel
         return Trace(
             path=self.path, origin_ns=base_ns + origin_rel, events=cols,
-            strings=["" if s is None else s for s in self.strings], threads=list(self.threads), shapes=list(self.shapes),
-            stacks=list(self.stacks), memory=memory,
+            strings=["" if s is None else s for s in self.strings], threads=list(self.threads),
+            shapes=list(self.shapes), stacks=list(self.stacks), memory=memory,
             device_properties=[d for d in top.deviceProperties if isinstance(d, dict)]
             if isinstance(top.deviceProperties, list) else [],
             distributed_info=top.distributedInfo if isinstance(top.distributedInfo, dict) else {},

@@ -3,17 +3,19 @@
 Only the keys the model needs are decoded (unknown keys are skipped in C). Floats are decoded
 as their text (``float_hook=str``) so timestamps stay exact (see :mod:`stepscope.columns`).
 
-Big files are never decoded in one piece: :func:`iter_chunks` cuts the ``traceEvents``
-array at event boundaries (``}`` ``,`` ``{`` between two top-level events) and decodes each
-chunk as its own JSON list, so memory stays bounded by the chunk size. A cut that lands
-inside an event fails to decode and an earlier boundary is tried, so a misleading ``},{``
-inside ``args`` cannot corrupt the result. Whatever the fast path cannot handle is decoded
+Big files are never decoded in one piece: :class:`Split` cuts the ``traceEvents`` array at
+event boundaries (``}`` ``,`` ``{`` between two top-level events) into chunks that decode
+as JSON lists on their own (:func:`decode_chunk`, possibly in another process), so memory
+stays bounded by the chunk size. A cut that lands inside an event makes its chunk fail to
+decode; it is then joined with the next one, so a misleading ``},{`` inside ``args`` cannot
+corrupt the result. Whatever the fast path cannot handle is decoded
 as a whole document by :func:`decode_document`, which applies :mod:`stepscope.repair`.
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any, Optional, Union
 
@@ -104,92 +106,107 @@ class NeedWholeDocument(Exception):
     """The chunked path cannot handle this file; decode it whole (with repairs)."""
 
 
-def iter_chunks(pieces: Iterable[bytes], name: str, notes: list[Note]
-                ) -> Iterator[Union[list[Event], TraceObject]]:
-    """Yield lists of events in file order, then the :class:`TraceObject` (top-level keys).
+class Split:
+    """The event list of a file cut into JSON arrays of whole events (unvalidated cuts).
 
-    ``pieces`` are consecutive slices of the file's JSON bytes. Raises
-    :class:`NeedWholeDocument` before yielding anything it cannot stand behind... or after:
-    the caller must then discard what it got and call :func:`decode_document`.
+    Iterating yields each chunk as bytes ``[{...},...,{...}]``; afterwards ``head`` holds the
+    top-level keys before ``traceEvents`` and ``tail`` the bytes from the last cut to the end
+    of the file (decode it with :func:`decode_tail`). A cut is made at ``}`` ``,`` ``{``,
+    which is almost always a boundary between two events; when it is not (inside ``args``,
+    or inside a string), the chunk fails to decode and the consumer joins it with the next
+    one (:func:`join_chunks`). Raises :class:`NeedWholeDocument` for files this cannot take.
     """
-    it = iter(pieces)
-    carry = b""
-    for piece in it:
-        carry += piece
-        stripped = carry.lstrip()
-        if stripped:
-            break
-    stripped = carry.lstrip()
-    if not stripped or stripped[:1] not in (b"{", b"["):
-        raise NeedWholeDocument
-    is_object = stripped[:1] == b"{"
-    top = TraceObject()
-    if is_object:
-        while True:
-            m = _EVENTS_KEY.search(carry)
-            if m:
-                break
-            piece = next(it, None)
-            if piece is None or len(carry) > _PREFIX_LIMIT:
-                raise NeedWholeDocument
+
+    def __init__(self, pieces: Iterable[bytes]):
+        self.pieces = pieces
+        self.head = TraceObject()
+        self.tail = b""
+        self.is_object = True
+
+    def __iter__(self) -> Iterator[bytes]:
+        it = iter(self.pieces)
+        carry = b""
+        for piece in it:
             carry += piece
-        try:
-            top = _OBJ.decode(carry[: m.end()] + b"]}")
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            raise NeedWholeDocument from None
-        carry = carry[m.end():]
-    else:
-        carry = stripped[1:]
-    pending, size = [carry], len(carry)
-    for piece in it:
-        pending.append(piece)
-        size += len(piece)
-        if size < CHUNK_BYTES:
-            continue
-        events, carry = _split(pending)
-        pending, size = [carry], len(carry)
-        if events is None:
-            if size > 8 * CHUNK_BYTES:  # no decodable cut in 256 MB: damaged
-                raise NeedWholeDocument
-            continue
-        yield events
-    # the rest: last events, then the array's end and any top-level keys after it
-    carry = b"".join(pending)
-    try:
-        if is_object:
-            tail = _OBJ.decode(b'{"traceEvents": [' + carry)
+            if carry.lstrip():
+                break
+        stripped = carry.lstrip()
+        if not stripped or stripped[:1] not in (b"{", b"["):
+            raise NeedWholeDocument
+        self.is_object = stripped[:1] == b"{"
+        if self.is_object:
+            while not (m := _EVENTS_KEY.search(carry)):
+                piece = next(it, None)
+                if piece is None or len(carry) > _PREFIX_LIMIT:
+                    raise NeedWholeDocument
+                carry += piece
+            try:
+                self.head = _OBJ.decode(carry[: m.end()] + b"]}")
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                raise NeedWholeDocument from None
+            carry = carry[m.end():]
         else:
-            tail = TraceObject(traceEvents=_LIST.decode(b"[" + carry))
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        raise NeedWholeDocument from None
-    yield tail.traceEvents
-    for field in TraceObject.__struct_fields__:
-        if field != "traceEvents" and getattr(top, field) is None:
-            setattr(top, field, getattr(tail, field))
-    yield top
+            carry = stripped[1:]
+        pending, size = [carry], len(carry)
+        for piece in it:
+            pending.append(piece)
+            size += len(piece)
+            if size < CHUNK_BYTES:
+                continue
+            chunk, carry = _cut(pending)
+            pending, size = [carry], len(carry)
+            if chunk is not None:
+                yield chunk
+        self.tail = b"".join(pending)
 
 
-def _split(pending: list[bytes]) -> tuple[Optional[list[Event]], bytes]:
-    """Decode the longest prefix of the joined ``pending`` pieces that ends at an event
-    boundary; return the events and the rest (which starts at the next event's ``{``)."""
+def _cut(pending: list[bytes]) -> tuple[Optional[bytes], bytes]:
+    """Join ``pending`` and cut after the last ``}`` that is followed by ``,`` and ``{``:
+    ``(b"[" + events + b"]", rest starting at "{")``, or ``(None, everything)``."""
     buf = bytearray(b"[")
     for piece in pending:
         buf += piece
     window = max(0, len(buf) - (1 << 18))
-    cuts = [m.start() for m in _BOUNDARY.finditer(buf, window)] or \
-        [m.start() for m in _BOUNDARY.finditer(buf)]
-    for cut in reversed(cuts[-4:]):
-        rest = bytes(buf[cut + 1:])
-        del buf[cut + 1:]
-        buf += b"]"
-        try:
-            events = _LIST.decode(buf)
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            del buf[-1:]
-            buf += rest
-            continue
-        return events, rest[rest.index(b"{"):]
-    return None, bytes(buf[1:])
+    found = deque(_BOUNDARY.finditer(buf, window), maxlen=1) or \
+        deque(_BOUNDARY.finditer(buf), maxlen=1)
+    last = found[0] if found else None
+    if last is None:
+        return None, bytes(buf[1:])
+    rest = bytes(buf[last.end() - 1:])
+    del buf[last.start() + 1:]
+    buf += b"]"
+    return bytes(buf), rest
+
+
+def decode_chunk(chunk: bytes) -> Optional[list[Event]]:
+    """Events of a chunk from :class:`Split`, or None when its cut was not a boundary."""
+    try:
+        return _LIST.decode(chunk)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+
+
+def join_chunks(a: bytes, b: bytes) -> bytes:
+    """Two consecutive chunks as one: ``[x]`` + ``[y]`` -> ``[x,y]``."""
+    return a[:-1] + b"," + b[1:]
+
+
+def decode_tail(split: Split, tail: bytes) -> tuple[list[Event], TraceObject]:
+    """The last events and the top-level keys (those before ``traceEvents`` from
+    ``split.head``, those after it from the tail). ``tail`` is ``split.tail``, possibly
+    preceded by chunks that did not decode on their own."""
+    try:
+        if split.is_object:
+            end = _OBJ.decode(b'{"traceEvents": [' + tail)
+        else:
+            end = TraceObject(traceEvents=_LIST.decode(b"[" + tail))
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        raise NeedWholeDocument from None
+    top = split.head
+    for field in TraceObject.__struct_fields__:
+        if field != "traceEvents" and getattr(top, field) is None:
+            setattr(top, field, getattr(end, field))
+    return end.traceEvents, top
 
 
 # --- whole document, with repairs ---------------------------------------------------------------

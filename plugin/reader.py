@@ -1,49 +1,133 @@
 """Trace file -> :class:`~stepscope.model.Trace` (SPEC §1.2-1.4).
 
-The one entry point, :func:`read_trace`, streams the file's bytes (:mod:`.rawfile`), decodes
-the event list in bounded chunks (:mod:`.decode`) and turns each chunk into numpy columns at
-once (:mod:`.builder`), so no Python object per event outlives its chunk. A file the chunked
-path cannot take (damage, odd layout) is decoded whole, with repairs and data-quality notes;
-a file with nothing usable raises :class:`~stepscope.errors.TraceError` (HTTP 422).
+The one entry point, :func:`read_trace`, streams the file's bytes (:mod:`.rawfile`), cuts the
+event list into chunks (:class:`.decode.Split`), decodes each chunk and turns it into numpy
+columns at once (:mod:`.builder`), so no Python object per event outlives its chunk. With
+``helpers`` > 0, every other chunk is decoded in a helper process while this one decodes the
+next, using a second core. A file the chunked path cannot take (damage, odd layout) is
+decoded whole, with repairs and data-quality notes; a file with nothing usable raises
+:class:`~stepscope.errors.TraceError` (HTTP 422).
 """
 
 from __future__ import annotations
 
+import gc
+import multiprocessing as mp
 import os
-from typing import Callable, Optional
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from typing import Optional
 
-from .builder import ColumnBuilder
-from .decode import NeedWholeDocument, decode_document, iter_chunks
+from .builder import ColumnBuilder, Part, build_part
+from .decode import (
+    CHUNK_BYTES,
+    NeedWholeDocument,
+    Split,
+    decode_chunk,
+    decode_document,
+    decode_tail,
+    join_chunks,
+)
 from .model import Note, Trace
 from .rawfile import iter_bytes
 
 Progress = Optional[Callable[[float], None]]
 
 
-def read_trace(path: str, progress: Progress = None) -> Trace:
+def read_trace(path: str, progress: Progress = None, helpers: int = 0) -> Trace:
     """Read one trace file (``.json`` or ``.json.gz``) into the columnar model.
 
     ``progress(fraction)`` receives the share of the file's bytes read so far (0..1).
-    Raises :class:`~stepscope.errors.TraceError` when nothing usable is in the file.
+    ``helpers``: extra processes decoding chunks in parallel (forked; only for callers that
+    run no other threads, such as an analysis worker process). Raises
+    :class:`~stepscope.errors.TraceError` when nothing usable is in the file.
     """
-    name = os.path.basename(path)
+    with _gc_paused(), _helper_pool(helpers) as pool:
+        try:
+            return _read_chunked(path, progress, pool)
+        except NeedWholeDocument:
+            pass
+        notes: list[Note] = []
+        buf = b"".join(iter_bytes(path, notes, None))
+        top, events, more = decode_document(buf, os.path.basename(path))
+        del buf
+        builder = ColumnBuilder(path)
+        builder.add(events)
+        del events
+        return builder.finish(top, notes + more)
+
+
+def _read_chunked(path: str, progress: Progress, pool: ProcessPoolExecutor | None) -> Trace:
     notes: list[Note] = []
     builder = ColumnBuilder(path)
-    try:
-        top = None
-        for chunk in iter_chunks(iter_bytes(path, notes, progress), name, notes):
-            if isinstance(chunk, list):
-                builder.add(chunk)
-            else:
-                top = chunk
-        return builder.finish(top, notes)
-    except NeedWholeDocument:
-        pass
-    notes = []
-    buf = b"".join(iter_bytes(path, notes, None))
-    top, events, more = decode_document(buf, name)
-    del buf
-    builder = ColumnBuilder(path)
+    split = Split(iter_bytes(path, notes, progress))
+    inflight: deque[tuple[bytes, Future | Part | None]] = deque()
+    held = b""  # chunks whose cut was not an event boundary, waiting to be joined
+
+    def settle(chunk: bytes, result: Future | Part | None) -> None:
+        nonlocal held
+        if isinstance(result, Future):
+            result = result.result()
+        if held:
+            chunk, result = join_chunks(held, chunk), None
+            result = build_local(chunk)
+        if result is None:
+            held = chunk
+            if len(held) > 8 * CHUNK_BYTES:  # no event boundary in 256 MB: damaged
+                raise NeedWholeDocument
+        else:
+            held = b""
+            builder.merge(result)
+
+    for i, chunk in enumerate(split):
+        remote = pool is not None and i % 2 == 0
+        inflight.append((chunk, pool.submit(build_remote, chunk) if remote
+                         else build_local(chunk)))
+        while inflight and (len(inflight) > 2 or not isinstance(inflight[0][1], Future)):
+            settle(*inflight.popleft())
+    while inflight:
+        settle(*inflight.popleft())
+    tail = join_chunks(held, b"[" + split.tail)[1:] if held else split.tail
+    events, top = decode_tail(split, tail)
     builder.add(events)
-    del events
-    return builder.finish(top, notes + more)
+    return builder.finish(top, notes)
+
+
+def build_local(chunk: bytes) -> Part | None:
+    """Columns of one chunk, or None when it does not decode on its own."""
+    events = decode_chunk(chunk)
+    return None if events is None else build_part(events)
+
+
+def build_remote(chunk: bytes) -> Part | None:
+    """:func:`build_local` in a helper process (GC off there too)."""
+    gc.disable()
+    return build_local(chunk)
+
+
+@contextmanager
+def _gc_paused():
+    """Millions of short-lived objects and no cycles: collections would only cost time."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+@contextmanager
+def _helper_pool(helpers: int):
+    """A pool of ``helpers`` forked processes, started before any thread of the read."""
+    if helpers <= 0 or not hasattr(os, "fork"):
+        yield None
+        return
+    pool = ProcessPoolExecutor(helpers, mp_context=mp.get_context("fork"))
+    try:
+        pool.submit(int).result()  # fork now, while this process runs no other thread
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -54,16 +54,17 @@ def default_jobs() -> int:
     return max(2, min(4, (os.cpu_count() or 2) // 2))
 
 
-def analyse_file(path: str, progress: Progress) -> Any:
+def analyse_file(path: str, progress: Progress, helpers: int = 0) -> Any:
     """Read and analyse one trace file in this process; returns its ``ViewSet``.
 
     ``progress("read", f)`` with ``f`` in ``[0, READ_SHARE]`` while reading, then
-    ``progress("analyse", READ_SHARE)``. Raises ``TraceError`` for an unusable file.
+    ``progress("analyse", READ_SHARE)``. ``helpers``: see :func:`~.reader.read_trace`.
+    Raises ``TraceError`` for an unusable file.
     """
     from .views import build_views  # imported here: the views pull in every analysis
 
-    progress("read", 0.0)
-    trace = read_trace(path, progress=lambda f: progress("read", READ_SHARE * f))
+    trace = read_trace(path, progress=lambda f: progress("read", READ_SHARE * f),
+                       helpers=helpers)
     progress("analyse", READ_SHARE)
     return build_views(trace)
 
@@ -82,7 +83,7 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str, token
             _queue.put((token, phase, fraction))
 
     try:
-        state, arrays = pack(analyse_file(path, progress))
+        state, arrays = pack(analyse_file(path, progress, helpers=_helpers_for(path)))
         DiskCache(cache_root, max_bytes).put(path, {"state": state}, arrays, key=key)
         return {"ok": True}
     except StepscopeError as e:
@@ -91,6 +92,19 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str, token
         return {"status": 422, "error": "out of memory",
                 "detail": "The trace needs more memory than is available; profile fewer "
                           "steps (torch.profiler schedule active=...) or free memory."}
+
+
+#: Files at least this big (bytes on disk, gzip or not) are decoded with a helper process.
+HELPER_MIN_BYTES = 16 << 20
+
+
+def _helpers_for(path: str) -> int:
+    """One helper process for a big file when there is a second core for it."""
+    try:
+        big = os.path.getsize(path) >= HELPER_MIN_BYTES
+    except OSError:
+        return 0
+    return 1 if big and (os.cpu_count() or 1) >= 2 else 0
 
 
 class Analyser:

@@ -241,17 +241,19 @@ def test_deep_nesting_does_not_overflow(tmp_path):
         assert len(trace) == 4
 
 
+@pytest.mark.parametrize("helpers", [0, 1])
 @pytest.mark.parametrize("path", [RESNET0, NS_2024] + sorted(
     (TRACES / "param_v100_dlrm_8rank").glob("worker0*")), ids=lambda p: p.name[:20])
-def test_chunked_decode_equals_whole_document(path, monkeypatch):
-    """Cutting the event list into many small chunks gives exactly the one-piece result."""
+def test_chunked_decode_equals_whole_document(path, helpers, monkeypatch):
+    """Cutting the event list into many small chunks (decoded here, or every other one in a
+    helper process) gives exactly the one-piece result."""
     from stepscope import decode, rawfile
 
     whole = read_trace(str(path))
     monkeypatch.setattr(decode, "CHUNK_BYTES", 50_000)
     monkeypatch.setattr(rawfile, "CHUNK", 7_919)
     monkeypatch.setattr(rawfile, "OUT_PIECE", 10_007)
-    chunked = read_trace(str(path))
+    chunked = read_trace(str(path), helpers=helpers)
     for col in whole.events:
         if col in ("cat", "name"):  # interning order may differ: compare the strings
             assert [whole.strings[i] for i in whole.events[col]] == \
@@ -263,15 +265,17 @@ def test_chunked_decode_equals_whole_document(path, monkeypatch):
     assert whole.device_properties == chunked.device_properties
 
 
-def test_chunk_cut_inside_args_is_retried(tmp_path, monkeypatch):
-    """A '},{' inside args (a list of dicts) is not an event boundary."""
+@pytest.mark.parametrize("helpers", [0, 1])
+def test_chunk_cut_inside_args_is_joined(tmp_path, monkeypatch, helpers):
+    """A '},{' inside args (a list of dicts) is not an event boundary: the chunk cut there
+    is joined with the next one."""
     from stepscope import decode
 
     events = [dict(GOOD[1], args={"External id": i, "x": [{"a": 1}, {"b": 2}] * 50})
               for i in range(400)]
     path = _write(tmp_path, _doc(events))
     monkeypatch.setattr(decode, "CHUNK_BYTES", 3_000)
-    trace = read_trace(path)
+    trace = read_trace(path, helpers=helpers)
     assert len(trace) == 400 and trace.events["external_id"].tolist() == list(range(400))
     assert trace.notes == []
 
