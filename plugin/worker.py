@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from typing import Any
 
 from .cache import DEFAULT_MAX_BYTES, DiskCache
@@ -107,11 +108,71 @@ def _helpers_for(path: str) -> int:
     return 1 if big and (os.cpu_count() or 1) >= 2 else 0
 
 
+#: Peak memory of analysing a trace, per byte of its JSON (measured: x50 ResNet-50 sample).
+MEMORY_PER_JSON_BYTE = 1.3
+#: A gzip trace's JSON is about this many times its file size (Kineto JSON: 15-25x).
+GZIP_RATIO = 16
+#: Jobs expected to need less than this share of the budget never wait for memory.
+SMALL_JOB_SHARE = 0.05
+
+
+def memory_estimate(path: str) -> int:
+    """Expected peak bytes of analysing ``path``, from its size on disk."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return 0
+    json_bytes = size * GZIP_RATIO if path.endswith(".gz") else size
+    return int(json_bytes * MEMORY_PER_JSON_BYTE)
+
+
+def default_memory_budget() -> int:
+    """Half of the machine's memory (bytes); 4 GiB where it cannot be read."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (AttributeError, OSError, ValueError):
+        return 4 << 30
+
+
+class MemoryBudget:
+    """Lets analysis jobs run together only while their estimated peaks fit the budget.
+
+    A job bigger than the whole budget still runs, alone; small jobs (under
+    ``SMALL_JOB_SHARE`` of the budget) never wait, so a huge trace never keeps the other
+    runs from appearing.
+    """
+
+    def __init__(self, total: int):
+        self.total = total
+        self.used = 0
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def reserve(self, need: int):
+        need = min(need, self.total)
+        small = need < SMALL_JOB_SHARE * self.total
+        with self._cond:
+            while not small and self.used and self.used + need > self.total:
+                self._cond.wait()
+            self.used += need
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.used -= need
+                self._cond.notify_all()
+
+
 class Analyser:
-    """The job function of the store: ``Analyser(...)(path, progress) -> ViewSet``."""
+    """The job function of the store: ``Analyser(...)(path, progress) -> ViewSet``.
+
+    ``jobs`` worker processes at most, and only as many at once as fit ``memory_bytes``
+    (:class:`MemoryBudget`, default half the machine's memory).
+    """
 
     def __init__(self, *, cache_dir: str | None = None, no_cache: bool = False,
-                 jobs: int = 2, max_bytes: int = DEFAULT_MAX_BYTES):
+                 jobs: int = 2, max_bytes: int = DEFAULT_MAX_BYTES,
+                 memory_bytes: int | None = None):
         self.no_cache = no_cache
         if no_cache:
             cache_dir = tempfile.mkdtemp(prefix="stepscope-nocache-")
@@ -119,6 +180,7 @@ class Analyser:
         self.cache = DiskCache(cache_dir, max_bytes)
         self.cache_root = os.path.dirname(self.cache.root)
         self.jobs = max(1, jobs)
+        self.budget = MemoryBudget(memory_bytes or default_memory_budget())
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         self._listeners: dict[int, Progress] = {}
@@ -131,7 +193,8 @@ class Analyser:
         if views is not None:
             return views
         progress("read", 0.0)
-        result = self._run_child(path, key, progress)
+        with self.budget.reserve(memory_estimate(path)):
+            result = self._run_child(path, key, progress)
         if not result.get("ok"):
             status = result.pop("status", 422)
             raise StepscopeError(result.pop("error", "analysis failed"),

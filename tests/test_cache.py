@@ -109,3 +109,34 @@ def test_two_processes_share_a_cache(tmp_path, trace_file):
         assert p.returncode == 0, err
         assert out.strip() == "ok"
     assert DiskCache(str(tmp_path / "c")).get(trace_file) is not None
+
+
+def test_memory_budget_serialises_big_jobs_but_not_small_ones():
+    import threading
+    import time
+
+    from stepscope.worker import MemoryBudget
+
+    budget = MemoryBudget(1000)
+    order = []
+
+    def job(name, need, hold):
+        with budget.reserve(need):
+            order.append(("start", name))
+            time.sleep(hold)
+            order.append(("end", name))
+
+    big1 = threading.Thread(target=job, args=("big1", 700, 0.3))
+    big1.start()
+    time.sleep(0.05)
+    big2 = threading.Thread(target=job, args=("big2", 700, 0.01))
+    small = threading.Thread(target=job, args=("small", 10, 0.01))
+    big2.start()
+    small.start()
+    for t in (big1, big2, small):
+        t.join(5)
+    assert order.index(("end", "small")) < order.index(("end", "big1"))  # small did not wait
+    assert order.index(("start", "big2")) > order.index(("end", "big1"))  # big2 waited
+    assert budget.used == 0
+    with budget.reserve(5000):  # bigger than the budget: runs alone, does not hang
+        assert budget.used == 1000
