@@ -1,0 +1,98 @@
+"""Analysis in worker processes through the disk cache (issue 5)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import orjson
+import pytest
+from conftest import SHARED
+
+from stepscope.errors import StepscopeError
+from stepscope.worker import Analyser
+
+RESNET4 = SHARED / "kineto_resnet50" / "resnet50_num_workers_4" / "worker0.pt.trace.json.gz"
+DLRM0 = next((SHARED / "param_v100_dlrm_8rank").glob("worker0*"))
+
+
+@pytest.fixture(scope="module")
+def analyser(tmp_path_factory):
+    a = Analyser(cache_dir=str(tmp_path_factory.mktemp("cache")), jobs=2)
+    yield a
+    a.close()
+
+
+def _run(analyser, path):
+    phases = []
+    views = analyser(str(path), lambda phase, f: phases.append((phase, f)))
+    return views, phases
+
+
+def _payloads(views) -> bytes:
+    return orjson.dumps([views.get(r, {}) for r in ("overview", "operation/table",
+                                                    "kernel/table", "kernel")],
+                        option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def test_cold_then_cache_hit(analyser, tmp_path):
+    path = tmp_path / "w.pt.trace.json.gz"
+    shutil.copy(RESNET4, path)
+    cold, phases = _run(analyser, path)
+    assert phases[0] == ("read", 0.0) and phases[-1][0] == "cache"
+    fractions = [f for _, f in phases]
+    assert fractions == sorted(fractions)
+    warm, phases = _run(analyser, path)
+    assert [p for p, _ in phases] == ["cache"]  # no worker process, no reading
+    assert _payloads(warm) == _payloads(cold)
+    assert warm.get("overview", {})["environments"][2]["value"] == "83.63 %"  # golden
+    whole = warm.get("trace/timeline", {"width": "500"})
+    assert sum(b[4] for lane in whole["lanes"] if lane["kind"] == "device"
+               for b in lane["blocks"]) == 9456 + 351 + 12  # kernels + memsets + memcpys
+
+
+def test_changed_file_is_analysed_again(analyser, tmp_path):
+    path = tmp_path / "w.pt.trace.json"
+    shutil.copy(DLRM0, path)
+    first, _ = _run(analyser, path)
+    text = path.read_bytes().replace(b'"ProfilerStep#', b'"ProfilerStep#1')  # step N -> 1N
+    path.write_bytes(text)
+    os.utime(path, ns=(1, 1))  # a different mtime for sure
+    second, phases = _run(analyser, path)
+    assert phases[0][0] == "read"
+    step = first.get("overview", {})["steps"]["rows"][0][0]
+    assert second.get("overview", {})["steps"]["rows"][0][0] == "1" + step
+
+
+def test_corrupt_entry_is_rebuilt(analyser, tmp_path):
+    path = tmp_path / "w.pt.trace.json"
+    shutil.copy(DLRM0, path)
+    good, _ = _run(analyser, path)
+    folder = analyser.cache._folder(analyser.cache.key(str(path)))
+    victim = next(p for p in os.listdir(folder) if p.endswith(".npy"))
+    with open(os.path.join(folder, victim), "r+b") as f:
+        f.seek(200)
+        f.write(b"\x00garbage\x00")
+    again, phases = _run(analyser, path)
+    assert [p for p, _ in phases][:2] == ["cache", "read"]  # the bad entry, then a worker
+    assert _payloads(again) == _payloads(good)
+
+
+def test_unusable_file_is_a_422_from_the_worker(analyser, tmp_path):
+    path = tmp_path / "w.pt.trace.json"
+    path.write_text("<html>502 Bad Gateway</html>")
+    with pytest.raises(StepscopeError) as e:
+        _run(analyser, path)
+    assert e.value.status == 422 and e.value.file == "w.pt.trace.json"
+    assert e.value.position == {"byte": 0, "line": 1}
+
+
+def test_no_cache_leaves_nothing_behind(tmp_path):
+    a = Analyser(no_cache=True, jobs=1)
+    try:
+        views, _ = _run(a, DLRM0)
+        assert views.names()[0] == "Overview"
+        leftovers = [f for _, _, files in os.walk(a.cache.root) for f in files]
+        assert leftovers == []
+    finally:
+        a.close()
