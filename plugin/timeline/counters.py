@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis.intervals import union
 from ..model import Trace
 from ..taxonomy import Kind
 
@@ -89,7 +90,7 @@ def build_counters(trace: Trace) -> list[Utilization | Memory]:
     devices = trace.device[kernels]
     for d in np.unique(devices).tolist():
         rows = kernels[devices == d]
-        ms, me = _union(trace.start[rows], trace.start[rows] + trace.dur[rows])
+        ms, me = union(trace.start[rows], trace.start[rows] + trace.dur[rows])
         cum = np.concatenate(([0], np.cumsum(me - ms)))
         name = f"GPU {d} Utilization"
         out.append(Utilization(f"counter:{name}", name, ms, me, cum))
@@ -106,18 +107,3 @@ def build_counters(trace: Trace) -> list[Utilization | Memory]:
             name = f"{kind} Memory Allocated" if t == 0 else f"{kind} {i} Memory Allocated"
             out.append(Memory(f"counter:{name}", name, ts[sel][order], val[sel][order]))
     return out
-
-
-def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge intervals into sorted disjoint ones (empty ones dropped)."""
-    keep = ends > starts
-    s, e = starts[keep], ends[keep]
-    if not len(s):
-        return s, e
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    run = np.maximum.accumulate(e)
-    new = np.r_[True, s[1:] > run[:-1]]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:], len(s)) - 1
-    return s[first], run[last]
