@@ -17,6 +17,6 @@ Usage::
 
 from __future__ import annotations
 
-from .build import Timeline, build_timeline, host_steps
+from .build import Timeline, build_timeline
 
-__all__ = ["Timeline", "build_timeline", "host_steps"]
+__all__ = ["Timeline", "build_timeline"]

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..analysis.links import Links, link
+from ..analysis.steps import host_steps
 from ..errors import BadParameter
 from ..model import Trace
-from ..taxonomy import STEP_NAME, Kind
 from .counters import build_counters
 from .event import EventIndex
 from .lanes import Layout, assign_lanes
@@ -114,18 +114,6 @@ def _ns(us: float, what: str) -> int:
     return round(v * 1000)
 
 
-def host_steps(trace: Trace) -> list[tuple[str, int, int]]:
-    """``ProfilerStep#N`` host events as ``(N, start ns, end ns)``, first one per name."""
-    rows = np.flatnonzero(trace.kind == Kind.STEP)
-    seen: dict[str, tuple[str, int, int]] = {}
-    for r in rows.tolist():
-        m = STEP_NAME.match(trace.name_of(r))
-        if m and m.group(1) not in seen:
-            s = int(trace.start[r])
-            seen[m.group(1)] = (m.group(1), s, s + int(trace.dur[r]))
-    return list(seen.values())
-
-
 def build_timeline(trace: Trace, *, steps: Iterable[tuple[str, int, int]] | None = None,
                    links: Links | None = None) -> Timeline:
     """Build the timeline of ``trace`` (vectorised; done once at analysis time).
@@ -137,6 +125,8 @@ def build_timeline(trace: Trace, *, steps: Iterable[tuple[str, int, int]] | None
         build_timeline(a.trace, links=a.links,
                        steps=zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist()))
     """
-    layout = assign_lanes(trace)
-    return Timeline(trace, layout, host_steps(trace) if steps is None else list(steps),
+    if steps is None:
+        names, start, end, synthetic = host_steps(trace)
+        steps = [] if synthetic else zip(names, start.tolist(), end.tolist())
+    return Timeline(trace, assign_lanes(trace), list(steps),
                     link(trace) if links is None else links)
