@@ -11,6 +11,7 @@ import argparse
 import ipaddress
 import logging
 import os
+import signal
 import sys
 
 from . import __version__
@@ -73,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     app = create_app(args.logdir, reload_interval=args.reload_interval, jobs=args.jobs,
                      cache_dir=args.cache_dir, no_cache=args.no_cache, start=False)
     try:
+        # poll(), not select(): select fails once the process holds more than 1024 fds
         server = create_server(app, host=args.host, port=args.port, threads=SERVER_THREADS,
-                               ident="stepscope")
+                               ident="stepscope", asyncore_use_poll=True)
     except OSError as e:
         print(f"stepscope: cannot listen on {args.host}:{args.port}: {e.strerror or e}. "
               "Is another server using that port? Pick another with --port (0: any free "
@@ -88,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
               "for private data.", file=sys.stderr, flush=True)
     print(f"Serving on http://{url_host(args.host)}:{port}/", flush=True)
     store = app_store(app).start()
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` shuts down cleanly, workers included
     try:
         server.run()
     except KeyboardInterrupt:
@@ -96,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         store.close(timeout=1.0)
         server.close()
     return 0
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
