@@ -1,0 +1,80 @@
+// Small DOM pieces of the Trace view: the hover tooltip, the search results list and the
+// toolbar's window readout. Text only (textContent): trace names are never parsed as HTML.
+import { el, setChildren } from "./dom.js";
+import { formatCount, formatDuration, shortenName } from "./format.js";
+import { B_COUNT, B_DUR, B_NAME, B_START } from "./timeline_layout.js";
+import { formatTime, formatTimeAt } from "./timeline_window.js";
+
+/** Lines of the tooltip of a block: name, start, duration, count, lane. */
+export function blockTip(answer, box, block) {
+  const count = block[B_COUNT];
+  return [
+    { text: shortenName(answer.names[block[B_NAME]], 160), className: "tip-name" },
+    { text: `Start ${formatTime(block[B_START])}` },
+    { text: count > 1 ? `${formatCount(count)} events over ${formatDuration(block[B_DUR])}` : `Duration ${formatDuration(block[B_DUR])}` },
+    count > 1 ? { text: "Merged at this zoom (named after the longest). Zoom in or click to see them.", className: "muted" }
+      : { text: "Click for details", className: "muted" },
+    { text: box.lane.name, className: "muted" },
+  ];
+}
+
+/** Lines of the tooltip of a counter lane at a point [t, value]. */
+export function counterTip(box, point) {
+  const [t, v] = point;
+  const util = /utili[sz]ation/i.test(box.lane.name) && v <= 1;
+  return [
+    { text: box.lane.name, className: "tip-name" },
+    { text: util ? `${(v * 100).toFixed(1)}%` : `${Number(v.toPrecision(6))}` },
+    { text: `at ${formatTime(t)}`, className: "muted" },
+  ];
+}
+
+/** Lines of the tooltip over a lane name. */
+export function laneTip(box) {
+  const lines = [{ text: box.lane.name, className: "tip-name" }, { text: box.lane.id, className: "muted" }];
+  if (box.rows > 1) lines.push({ text: `${box.rows} rows; click to ${box.shown < box.rows ? "unfold" : "fold"}`, className: "muted" });
+  return lines;
+}
+
+/** Show `lines` in the tooltip node near (x, y) inside a `w` x `h` area; null lines hide it. */
+export function showTip(node, lines, x, y, w, h) {
+  if (!lines) {
+    node.hidden = true;
+    return;
+  }
+  setChildren(node, lines.map((l) => el("div", { className: l.className ?? null }, l.text)));
+  node.hidden = false;
+  const tw = node.offsetWidth;
+  const th = node.offsetHeight;
+  const left = x + 14 + tw > w ? Math.max(0, x - 14 - tw) : x + 14;
+  const top = y + 16 + th > h ? Math.max(0, y - 8 - th) : y + 16;
+  node.style.left = `${left}px`;
+  node.style.top = `${top}px`;
+}
+
+/**
+ * The search results card: {total, matches} from searchBlocks; `onPick(match)` on a click.
+ * Null when there is no query.
+ */
+export function searchResults(query, result, onPick, onRefresh) {
+  if (!query) return null;
+  const { total, matches } = result;
+  const head = total === 0 ? `No block named like “${query}” in the shown window.`
+    : `${formatCount(total)} ${total === 1 ? "block" : "blocks"} in the shown window${total > matches.length ? ` (first ${matches.length} listed)` : ""}.`;
+  return el("section", { className: "card trace-search", id: "trace-search-results" },
+    el("div", { className: "card-head" }, el("h2", {}, "Search"),
+      el("button", { type: "button", className: "button", title: "Search the window shown now",
+        on: { click: onRefresh } }, "Search this window")),
+    el("div", { className: "muted" }, head),
+    matches.length ? el("ol", { className: "match-list" }, matches.map((m) => el("li", {},
+      el("button", { type: "button", className: "match", title: m.name, on: { click: () => onPick(m) } },
+        el("span", { className: "match-name" }, shortenName(m.name, 70)),
+        el("span", { className: "muted" }, ` ${formatTime(m.block[B_START])} · ${
+          m.block[B_COUNT] > 1 ? `${formatCount(m.block[B_COUNT])} events` : formatDuration(m.block[B_DUR])}`))))) : null);
+}
+
+/** "100.000 ms – 102.000 ms (2.000 ms shown of 928.952 ms)". */
+export function windowText(win, range) {
+  const span = win.end - win.start;
+  return `${formatTimeAt(win.start, span)} – ${formatTimeAt(win.end, span)} (${formatDuration(win.end - win.start)} of ${formatDuration(range[1] - range[0])})`;
+}
