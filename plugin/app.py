@@ -19,6 +19,7 @@ import logging
 import os
 import platform
 import re
+import stat
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +32,7 @@ from werkzeug.security import safe_join
 
 from . import __version__
 from .assets import frontend_dir, mime_type, plotly_js
-from .errors import BadParameter, NotFound, StepscopeError
+from .errors import BadParameter, Forbidden, NotFound, StepscopeError
 from .loader import Loading, Ready, Store
 from .views import ViewSet  # the view routes are whatever ViewSet answers
 from .worker import Analyser, Progress, default_jobs
@@ -141,18 +142,51 @@ def view_route(route: str) -> Callable[[], Response]:
 
 
 def trace_download() -> Response:
-    """The original trace file of a span, as an attachment (for Perfetto / chrome://tracing)."""
+    """The original trace file of a span, as an attachment (for Perfetto / chrome://tracing).
+
+    Only a file that lies inside the log directory is served (403 for a link to outside it:
+    its views are shown, its bytes are not). The check is made on the opened file, so a
+    link swapped in after the check cannot redirect the download.
+    """
     ready = lookup()
     if isinstance(ready, Response):
         return ready
-    path = Path(ready.path)
-    if not path.is_file():
-        raise NotFound(f"{path.name} is gone", "The file was deleted or moved since it was "
-                       "analysed; reload the run list.")
-    gz = path.name.endswith(".gz")
-    return send_file(path, mimetype="application/gzip" if gz else "application/json",
-                     as_attachment=True, download_name=download_name(path.name),
-                     conditional=True, max_age=0)
+    name = os.path.basename(ready.path)
+    f = open_inside(ready.path, app_store(current_app).logdir)
+    st = os.fstat(f.fileno())
+    resp = send_file(f, mimetype="application/gzip" if name.endswith(".gz") else "application/json",
+                     as_attachment=True, download_name=download_name(name), conditional=False,
+                     etag=f"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}",
+                     last_modified=st.st_mtime, max_age=0)
+    resp.content_length = st.st_size
+    return resp.make_conditional(request.environ, accept_ranges=True, complete_length=st.st_size)
+
+
+def open_inside(path: str, root: str):
+    """Open the regular file ``path`` (links followed) for reading, only if it really lies
+    inside ``root``. Raises NotFound when it is gone, Forbidden when it lies outside."""
+    name = os.path.basename(path)
+    real_root = os.path.realpath(root)
+    try:  # O_NONBLOCK: a FIFO swapped in must not hang the request
+        fd = os.open(os.path.realpath(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        raise NotFound(f"{name} is gone", "The file was deleted or moved since it was "
+                       "analysed; reload the run list.") from None
+    f = os.fdopen(fd, "rb")
+    try:
+        proc = f"/proc/self/fd/{fd}"  # where the opened file really is (Linux)
+        where = os.readlink(proc) if os.path.islink(proc) else os.path.realpath(path)
+        if os.path.commonpath([real_root, where]) != real_root:
+            raise Forbidden(f"{name} is not served", f"{name} is a link to a file outside the "
+                            "log directory; Stepscope shows its views but serves only files "
+                            "inside the log directory. Download it from where it lives.",
+                            file=name)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotFound(f"{name} is not a file", "Reload the run list.", file=name)
+    except BaseException:
+        f.close()
+        raise
+    return f
 
 
 def download_name(name: str) -> str:

@@ -32,6 +32,9 @@ CHUNK_BYTES = 32 << 20  # decode the event list in pieces of about this size
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _PREFIX_LIMIT = 64 << 20  # metadata before traceEvents larger than this: decode whole
+#: More bytes than this without an event boundary (``},{``) is one entry that long: refused
+#: with a 422 (a multi-GB single line or name must not be gathered in memory).
+MAX_EVENT_BYTES = 64 << 20
 
 
 class Args(msgspec.Struct, gc=False):
@@ -117,8 +120,9 @@ class Split:
     one (:func:`join_chunks`). Raises :class:`NeedWholeDocument` for files this cannot take.
     """
 
-    def __init__(self, pieces: Iterable[bytes]):
+    def __init__(self, pieces: Iterable[bytes], name: str = ""):
         self.pieces = pieces
+        self.name = name  # the file's name, for errors
         self.head = TraceObject()
         self.tail = b""
         self.is_object = True
@@ -157,6 +161,11 @@ class Split:
             pending, size = [carry], len(carry)
             if chunk is not None:
                 yield chunk
+            elif size > MAX_EVENT_BYTES:  # no event boundary at all: one giant event
+                raise TraceError("event too large", f"{self.name}: one event (or an entry of "
+                                 f"the event list) is longer than {MAX_EVENT_BYTES:,} bytes, "
+                                 "which no profiler writes (a runaway name or args?). Re-export "
+                                 "the trace.", file=self.name or None)
         self.tail = b"".join(pending)
 
 
@@ -224,20 +233,23 @@ def decode_document(buf: bytes, name: str) -> tuple[TraceObject, list[Event], li
     if first not in (b"{", b"["):
         raise not_json(buf, name, len(buf) - len(buf.lstrip()))
     is_object = first == b"{"
-    decoder = _OBJ if is_object else _LIST
+    decode = (_OBJ if is_object else _LIST).decode
     for _ in range(_MAX_REPAIRS):
         try:
-            decoded = decoder.decode(buf)
+            decoded = decode(buf)
             break
         except msgspec.ValidationError:  # ill-typed container somewhere: per-event path
-            decoded = _lenient(buf, is_object, name, notes)
-            break
+            # (typed decoding stops at the first ill-typed value: syntax damage after it is
+            # found, and repaired, by the untyped decode of the next round)
+            def decode(b: bytes) -> Any:
+                return _lenient(b, is_object, name, notes)
+            continue
         except UnicodeDecodeError:
             buf, note = repair.fix_utf8(buf, name)
         except msgspec.DecodeError as e:
             msg = str(e)
             if "truncated" in msg:
-                cut = repair.cut_truncated(buf, decoder.decode, name, is_object)
+                cut = repair.cut_truncated(buf, decode, name, is_object)
                 if cut is None:
                     raise TraceError("truncated before the first complete event",
                                      f"{name} ends at byte {len(buf):,} before any event was "

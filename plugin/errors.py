@@ -11,7 +11,8 @@ from __future__ import annotations
 class StepscopeError(Exception):
     """A problem the user can act on; never a bug.
 
-    ``status``: HTTP status (400 bad parameter, 404 unknown run/worker/span, 422 unusable trace).
+    ``status``: HTTP status (400 bad parameter, 403 not served, 404 unknown run/worker/span,
+    422 unusable trace).
     ``position``: optional ``{"byte": int, "line": int}`` inside ``file``.
     """
 
@@ -47,6 +48,12 @@ class NotFound(StepscopeError):
     """Unknown run, worker or span: 404."""
 
     status = 404
+
+
+class Forbidden(StepscopeError):
+    """A file that exists but is not served (a link to outside the log directory): 403."""
+
+    status = 403
 
 
 class BadParameter(StepscopeError):

@@ -21,6 +21,10 @@ hands results back through the disk cache.
 Job phases: ``queued`` -> ``read`` -> ``analyse`` -> ``ready`` | ``failed``. A failed job
 keeps its error (422 for a :class:`~stepscope.errors.TraceError`, 500 for a bug) until the
 file changes.
+
+Symlinks (issue 7): links to files or folders outside the log directory are followed and
+analysed (SPEC §1.1), but nothing of such a file is served verbatim: ``trace/download``
+refuses it (403) and its error messages do not quote its bytes.
 """
 
 from __future__ import annotations
@@ -241,6 +245,9 @@ class Store:
         except StepscopeError as e:
             if e.file is None:
                 e.file = name
+            if not inside(job.info.path, self.logdir):
+                e.detail = (f"{name} is a link to a file outside the log directory, so its "
+                            "content is not quoted here. Point the link at a profiler trace.")
             result, error = None, e
         except Exception:
             log.exception("analysing %s failed", job.info.path)
@@ -358,6 +365,12 @@ class Store:
             job = self._jobs.get((run, worker, s))
             if job is not None and job.phase == "queued":
                 self._push(job, -2 * n - (1 if s == span else 0))
+
+
+def inside(path: str, root: str) -> bool:
+    """Does ``path`` (links followed) lie inside the folder ``root``?"""
+    real_root = os.path.realpath(root)
+    return os.path.commonpath([real_root, os.path.realpath(path)]) == real_root
 
 
 def _flatten(snap: Snapshot):

@@ -3,6 +3,13 @@
 :func:`iter_bytes` yields consecutive pieces of the decompressed bytes (about ``CHUNK``
 each) and appends a data-quality note to ``notes`` when the gzip stream is truncated or
 damaged (what was decompressed before the damage is kept) or wrapped in a second gzip.
+
+Hostile input is bounded (SPEC §1.4, issue 7): a file whose JSON exceeds
+:data:`MAX_TRACE_BYTES` (a gzip bomb, a runaway export) is refused with a
+:class:`~stepscope.errors.TraceError` (422) as soon as reading passes the limit, and
+:func:`read_whole` (the in-memory repair path) stops at :data:`MAX_REPAIR_BYTES`. A file
+that is rewritten in place while it is read raises a TraceError rather than handing on a mix
+of old and new bytes (a replaced or deleted file is read whole from the open handle).
 """
 
 from __future__ import annotations
@@ -19,8 +26,34 @@ from .model import Note
 
 CHUNK = 16 << 20  # file bytes read per step (and per progress tick)
 OUT_PIECE = 16 << 20  # most decompressed bytes yielded at once
+#: compressed bytes fed to zlib at once: damage loses at most this much input's output
+GZIP_IN_PIECE = 256 << 10
 GZIP_MAGIC = b"\x1f\x8b"
+BOM = b"\xef\xbb\xbf"
 Progress = Optional[Callable[[float], None]]
+
+
+def _env_bytes(name: str, default: int) -> int:
+    try:
+        return max(1, int(os.environ[name]))
+    except (KeyError, ValueError):
+        return default
+
+
+def _half_the_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (AttributeError, OSError, ValueError):
+        return 8 << 30
+
+
+#: Most JSON bytes (after decompression) a trace may hold. Analysis takes ~1.3 bytes of
+#: memory per JSON byte, so a bigger file could not be analysed here anyway; a gzip bomb
+#: stops at this point instead of filling memory. Default: half the machine's memory.
+MAX_TRACE_BYTES = _env_bytes("STEPSCOPE_MAX_TRACE_BYTES", _half_the_memory())
+#: Most JSON bytes repaired in memory (:func:`read_whole`): whole-document repairs take up to
+#: ~9 bytes of memory per byte (measured: ill-typed events, 231 MB -> 2 GB).
+MAX_REPAIR_BYTES = _env_bytes("STEPSCOPE_MAX_REPAIR_BYTES", 1 << 30)
 
 
 def iter_bytes(path: str, notes: list[Note], progress: Progress = None) -> Iterator[bytes]:
@@ -71,6 +104,40 @@ def _prefetch(pieces: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
             pieces_close()
 
 
+def read_whole(path: str, notes: list[Note], limit: int | None = None) -> bytes:
+    """All the decompressed bytes of the file, for the in-memory repair path.
+
+    Raises TraceError (422) past ``limit`` bytes (default :data:`MAX_REPAIR_BYTES`), and
+    when a damaged gzip stream gave nothing at all (rather than calling the file empty).
+    """
+    name = os.path.basename(path)
+    limit = MAX_REPAIR_BYTES if limit is None else limit
+    pieces, size, blank = [], 0, True
+    for piece in iter_bytes(path, notes, None):
+        blank = blank and not piece.strip()
+        if blank:  # nothing but whitespace so far: keep none of it
+            pieces, size = [], 0
+            continue
+        size += len(piece)
+        if size > limit:
+            del pieces
+            raise TraceError(
+                "too large to repair", f"{name} holds damage (or an odd layout) that is "
+                f"repaired in memory, which Stepscope does for at most {limit:,} bytes of "
+                "JSON; this file is larger. Re-export the trace, or raise "
+                "STEPSCOPE_MAX_REPAIR_BYTES if the machine has ~10x that memory.", file=name)
+        pieces.append(piece)
+        head = pieces[0].removeprefix(BOM).lstrip()[:1]
+        if head and head not in b"{[":  # not JSON: its first bytes say so, no need for more
+            break
+    buf = b"".join(pieces)
+    damage = [n for n in notes if n.code in ("gzip_damaged", "gzip_truncated")]
+    if damage and not buf.strip():
+        raise TraceError("damaged gzip", f"{damage[0].text} Nothing could be decompressed "
+                         "before the damage; copy the file again.", file=name)
+    return buf
+
+
 def _iter_bytes(path: str, notes: list[Note], progress: Progress) -> Iterator[bytes]:
     name = os.path.basename(path)
     try:
@@ -80,11 +147,10 @@ def _iter_bytes(path: str, notes: list[Note], progress: Progress) -> Iterator[by
                          "exists and is readable.", file=name) from e
     with f:
         size = os.fstat(f.fileno()).st_size
-        raw = _read(f, size, progress)
+        raw = _read(f, size, progress, name)
         first = next(raw, b"")
         if first[:2] != GZIP_MAGIC:
-            yield first
-            yield from raw
+            yield from _limited(_chain(first, raw), name)
             return
         pieces = _gunzip(_chain(first, raw), name, notes)
         first = next(pieces, b"")
@@ -92,8 +158,21 @@ def _iter_bytes(path: str, notes: list[Note], progress: Progress) -> Iterator[by
             notes.append(Note("info", "nested_gzip", f"{name} was compressed twice; unwrapped it."))
             pieces = _gunzip(_chain(first, pieces), name, notes)
             first = next(pieces, b"")
-        yield first
-        yield from pieces
+        yield from _limited(_chain(first, pieces), name)
+
+
+def _limited(pieces: Iterator[bytes], name: str) -> Iterator[bytes]:
+    """``pieces``, raising TraceError once they exceed :data:`MAX_TRACE_BYTES` in all."""
+    seen = 0
+    for piece in pieces:
+        seen += len(piece)
+        if seen > MAX_TRACE_BYTES:
+            raise TraceError(
+                "trace too large", f"{name} holds more than {MAX_TRACE_BYTES:,} bytes of JSON "
+                "(decompressed), more than this machine can analyse (or a gzip bomb). Profile "
+                "fewer steps (torch.profiler schedule active=...), or raise "
+                "STEPSCOPE_MAX_TRACE_BYTES.", file=name)
+        yield piece
 
 
 def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
@@ -101,25 +180,49 @@ def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
     yield from rest
 
 
-def _read(f, size: int, progress: Progress) -> Iterator[bytes]:
+def _read(f, size: int, progress: Progress, name: str = "") -> Iterator[bytes]:
     done = 0
+    before = os.fstat(f.fileno())
     try:
         while chunk := f.read(CHUNK):
             done += len(chunk)
             if progress and size:
                 progress(min(done / size, 1.0))
             yield chunk
+        after = os.fstat(f.fileno())
     except OSError as e:
-        raise TraceError("cannot read file", f"read failed after {done:,} bytes: {e}") from e
+        raise TraceError("cannot read file", f"{name}: read failed after {done:,} bytes: {e}",
+                         file=name or None) from e
+    # Rewritten in place while we read: what we got may mix old and new bytes.
+    if done != size or (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+        raise TraceError("file changed while it was read",
+                         f"{name} was modified while Stepscope read it ({size:,} -> "
+                         f"{after.st_size:,} bytes); it is read again once it stops changing.",
+                         file=name or None)
 
 
 def _gunzip(chunks: Iterator[bytes], name: str, notes: list[Note]) -> Iterator[bytes]:
-    """Decompress every gzip member; stop at damage or a cut-off end, with a note."""
+    """Decompress every gzip member; stop at damage or a cut-off end, with a note.
+
+    After a member ends, what follows must start another member (anything else is trailing
+    garbage, ignored); its two magic bytes may straddle two input pieces.
+    """
     d = zlib.decompressobj(wbits=31)
     seen = 0
-    for chunk in chunks:
-        seen += len(chunk)
+    between = False  # a member just ended: the next bytes must start another one
+    rest = b""  # input left over after a member's end
+    for piece in _slices(chunks, GZIP_IN_PIECE):
+        seen += len(piece)
+        chunk = rest + bytes(piece) if rest else piece
+        rest = b""
         while chunk:
+            if between:
+                if len(chunk) < len(GZIP_MAGIC) and GZIP_MAGIC.startswith(bytes(chunk)):
+                    rest = bytes(chunk)  # the magic continues in the next piece
+                    break
+                if bytes(chunk[:2]) != GZIP_MAGIC:  # trailing garbage after the last member
+                    return
+                d, between = zlib.decompressobj(wbits=31), False
             try:
                 out = d.decompress(chunk, OUT_PIECE)
             except zlib.error as e:
@@ -129,18 +232,25 @@ def _gunzip(chunks: Iterator[bytes], name: str, notes: list[Note]) -> Iterator[b
                 return
             if out:
                 yield out
-            if d.unconsumed_tail:  # more output pending for this input
-                chunk = d.unconsumed_tail
-                continue
-            chunk = d.unused_data
-            if d.eof:
-                if chunk[:2] != GZIP_MAGIC:  # trailing garbage after the last member
-                    return
-                d = zlib.decompressobj(wbits=31)  # a further gzip member follows
-    if not d.eof:
+            if d.eof:  # the input after the member's end is in unused_data (and, when the
+                # output was capped, also in unconsumed_tail: check eof first, or loop forever)
+                chunk, between = d.unused_data, True
+            else:
+                chunk = d.unconsumed_tail  # more output pending for this input, or b""
+    if not between:
         tail = d.flush()
         if tail:
             yield tail
-        notes.append(Note("warning", "gzip_truncated",
-                          f"{name}: the gzip stream ends early (file cut off at {seen:,} "
-                          "bytes); kept the data that was complete."))
+        if not d.eof:
+            notes.append(Note("warning", "gzip_truncated",
+                              f"{name}: the gzip stream ends early (file cut off at {seen:,} "
+                              "bytes); kept the data that was complete."))
+
+
+def _slices(chunks: Iterator[bytes], size: int) -> Iterator[bytes]:
+    """``chunks`` re-cut into pieces of at most ``size`` bytes (zlib loses the output of the
+    call that hits damage, so small inputs keep more of a damaged stream)."""
+    for chunk in chunks:
+        view = memoryview(chunk)
+        for i in range(0, len(view), size):
+            yield view[i: i + size]

@@ -11,9 +11,11 @@ decoded whole, with repairs and data-quality notes; a file with nothing usable r
 
 from __future__ import annotations
 
+import functools
 import gc
 import multiprocessing as mp
 import os
+import sys
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -30,12 +32,29 @@ from .decode import (
     decode_tail,
     join_chunks,
 )
+from .errors import TraceError
 from .model import Note, Trace
-from .rawfile import iter_bytes
+from .rawfile import iter_bytes, read_whole
 
 Progress = Optional[Callable[[float], None]]
 
 
+def _deep_nesting_is_422(read: Callable[..., Trace]) -> Callable[..., Trace]:
+    """msgspec decodes nesting recursively: JSON nested deeper than Python's recursion limit
+    (SPEC §1.4: 100,000 levels) raises RecursionError. That is the file's problem: 422."""
+    @functools.wraps(read)
+    def wrapper(path: str, *args, **kwargs) -> Trace:
+        try:
+            return read(path, *args, **kwargs)
+        except RecursionError:
+            name = os.path.basename(path)
+            raise TraceError("nested too deeply", f"{name} nests JSON arrays or objects more "
+                             f"than {sys.getrecursionlimit():,} levels deep, which no profiler "
+                             "writes. Re-export the trace.", file=name) from None
+    return wrapper
+
+
+@_deep_nesting_is_422
 def read_trace(path: str, progress: Progress = None, helpers: int = 0) -> Trace:
     """Read one trace file (``.json`` or ``.json.gz``) into the columnar model.
 
@@ -50,8 +69,14 @@ def read_trace(path: str, progress: Progress = None, helpers: int = 0) -> Trace:
         except NeedWholeDocument:
             pass
         notes: list[Note] = []
-        buf = b"".join(iter_bytes(path, notes, None))
-        top, events, more = decode_document(buf, os.path.basename(path))
+        buf = read_whole(path, notes)  # bounded: MAX_REPAIR_BYTES
+        try:
+            top, events, more = decode_document(buf, os.path.basename(path))
+        except TraceError as e:
+            if not (e.position and any(n.code == "gzip_damaged" for n in notes)):
+                raise
+            # the bytes inflated just before gzip damage may be garbled: keep what precedes
+            top, events, more = decode_document(buf[: e.position["byte"]], os.path.basename(path))
         del buf
         builder = ColumnBuilder(path)
         builder.add(events)
@@ -62,7 +87,7 @@ def read_trace(path: str, progress: Progress = None, helpers: int = 0) -> Trace:
 def _read_chunked(path: str, progress: Progress, pool: ProcessPoolExecutor | None) -> Trace:
     notes: list[Note] = []
     builder = ColumnBuilder(path)
-    split = Split(iter_bytes(path, notes, progress))
+    split = Split(iter_bytes(path, notes, progress), os.path.basename(path))
     inflight: deque[tuple[bytes, Future | Part | None]] = deque()
     held = b""  # chunks whose cut was not an event boundary, waiting to be joined
 

@@ -7,6 +7,8 @@ The reader decodes strictly first (fast path). Only when that fails does it ask
 - invalid UTF-8 (replaced by U+FFFD);
 - bare ``N/A`` / ``NaN`` / ``Infinity`` tokens (old Kineto) -> ``null``;
 - raw control characters inside strings -> escaped;
+- lone UTF-16 surrogate escapes (``"\\ud800"``, which no text can hold) -> U+FFFD;
+- text after the end of the JSON document (a proxy's error page appended) -> ignored;
 - a truncated tail (killed job) -> cut after the last complete event and closed.
 
 Each fix returns a :class:`~stepscope.model.Note` saying what was repaired.
@@ -17,6 +19,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+import msgspec
+
 from .model import Note
 
 BOM = b"\xef\xbb\xbf"
@@ -24,6 +28,11 @@ _BARE_TOKEN = re.compile(rb"(?<=[:\[,\s])(?:N/A|NaN|-?Infinity|nan|-?inf)(?=\s*[
 _CTRL = re.compile(rb"[\x00-\x1f]")
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')  # every JSON string, matched left to right
 _MAX_TAIL_CUTS = 64  # how many closing braces to try when cutting a truncated tail
+#: a \\u escape of a UTF-16 surrogate (after an even number of backslashes: a real escape);
+#: group 2 a high surrogate with the low one that completes it, if any
+_SURROGATE = re.compile(rb"(?<!\\)((?:\\\\)*)(\\u[dD][89abAB][0-9a-fA-F]{2}"
+                        rb"(?:\\u[dD][c-fC-F][0-9a-fA-F]{2})?|\\u[dD][c-fC-F][0-9a-fA-F]{2})")
+_NEAR_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def position(buf: bytes, byte: int) -> dict:
@@ -69,7 +78,41 @@ def fix_at(buf: bytes, byte: int, name: str) -> tuple[bytes, Note] | None:
             return fixed, Note("warning", "control_chars",
                                f"{name}: {count:,} string(s) held raw control characters; "
                                "escaped them.")
+    if _NEAR_SURROGATE.search(buf, max(0, byte - 16), byte + 8):
+        fixed, count = _fix_surrogates(buf)
+        if count:
+            return fixed, Note("warning", "lone_surrogates",
+                               f"{name}: {count:,} lone UTF-16 surrogate escape(s) in strings; "
+                               "shown as \ufffd.")
+    for end in (byte - 1, byte):  # msgspec reports the byte after the first stray one
+        if 0 < end < len(buf) and _complete_json(memoryview(buf)[:end]):
+            return buf[:end], Note("warning", "trailing_garbage",
+                                   f"{name}: ignored {len(buf) - end:,} bytes of text after the "
+                                   f"end of the JSON document (from byte {end:,}).")
     return None
+
+
+def _fix_surrogates(buf: bytes) -> tuple[bytes, int]:
+    """Replace surrogate escapes that are not part of a high+low pair by ``\\ufffd``."""
+    count = 0
+
+    def fix(m: re.Match) -> bytes:
+        nonlocal count
+        if len(m.group(2)) == 12:  # a complete pair
+            return m.group()
+        count += 1
+        return m.group(1) + b"\\ufffd"
+
+    return _SURROGATE.sub(fix, buf), count
+
+
+def _complete_json(prefix: memoryview) -> bool:
+    """Is ``prefix`` one whole JSON value? (validated in C, nothing built)"""
+    try:
+        msgspec.json.decode(prefix, type=msgspec.Raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return False
+    return True
 
 
 def cut_truncated(buf: bytes, decode: Callable[[bytes], object], name: str,

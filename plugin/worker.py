@@ -44,9 +44,30 @@ _PROGRESS_EVERY_S = 0.2
 _queue: Any = None  # the child's end of the progress queue (set by _init_child)
 
 
-def _init_child(queue: Any) -> None:
+def _init_child(queue: Any, server_pid: int = 0) -> None:
     global _queue
     _queue = queue
+    if server_pid:
+        threading.Thread(target=_exit_with, args=(server_pid,), daemon=True,
+                         name="stepscope-orphan-watch").start()
+
+
+#: How often a worker checks that the server that started it is still alive (s).
+ORPHAN_POLL_S = 2.0
+
+
+def _exit_with(server_pid: int) -> None:
+    """End this worker once the server is gone. A server killed outright (SIGKILL, the OOM
+    killer) runs no cleanup, and an idle worker holds both ends of its task pipe, so it would
+    wait forever, keeping the forkserver alive too (issue 7: nothing leaks)."""
+    while True:
+        time.sleep(ORPHAN_POLL_S)
+        try:
+            os.kill(server_pid, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        except PermissionError:  # the pid now belongs to another user's process
+            os._exit(0)
 
 
 def default_jobs() -> int:
@@ -188,7 +209,12 @@ class Analyser:
         self._queue: Any = None
 
     def __call__(self, path: str, progress: Progress) -> Any:
-        key = self.cache.key(path)  # before reading: see DiskCache.put
+        try:
+            key = self.cache.key(path)  # before reading: see DiskCache.put
+        except OSError as e:  # deleted (or made unreadable) since the scan: not a bug
+            name = os.path.basename(path)
+            raise TraceError("cannot read file", f"{name}: {e.strerror or e}. It was probably "
+                             "deleted or moved; reload the run list.", file=name) from e
         views = self._load(path, key, progress)
         if views is not None:
             return views
@@ -258,7 +284,8 @@ class Analyser:
                     kwargs["max_tasks_per_child"] = 1  # give a big trace's memory back
                 self._pool = ProcessPoolExecutor(self.jobs, mp_context=ctx,
                                                  initializer=_init_child,
-                                                 initargs=(self._queue,), **kwargs)
+                                                 initargs=(self._queue, os.getpid()),
+                                                 **kwargs)
             return self._pool
 
     def _reset_pool(self, broken: ProcessPoolExecutor) -> None:

@@ -92,7 +92,7 @@ class ViewSet:
 def event_id_param(params: Mapping[str, str]) -> int:
     """The ``id`` of ``trace/event``: a non-negative integer (400 otherwise)."""
     raw = params.get("id")
-    if raw is None or not raw.isdigit():
+    if raw is None or not (raw.isascii() and raw.isdigit()):  # "²".isdigit(), int() fails
         raise BadParameter("bad id", "Pass id=<event id>: the 6th element of a single-event "
                            f"block in trace/timeline (got {raw!r}).")
     return int(raw)
