@@ -120,20 +120,26 @@ class Split:
     one (:func:`join_chunks`). Raises :class:`NeedWholeDocument` for files this cannot take.
     """
 
-    def __init__(self, pieces: Iterable[bytes], name: str = ""):
+    def __init__(self, pieces: Iterable[bytes], name: str = "",
+                 notes: Optional[list[Note]] = None):
         self.pieces = pieces
         self.name = name  # the file's name, for errors
+        self.notes = notes if notes is not None else []  # data-quality notes (BOM, tail)
         self.head = TraceObject()
         self.tail = b""
+        self.tail_offset = 0  # byte offset of ``tail`` in the file's JSON text
+        self.read = 0  # JSON bytes taken from ``pieces`` so far
         self.is_object = True
 
     def __iter__(self) -> Iterator[bytes]:
-        it = iter(self.pieces)
+        it = _counted(iter(self.pieces), self)
         carry = b""
         for piece in it:
             carry += piece
             if carry.lstrip():
                 break
+        carry, bom = repair.strip_bom(carry, self.name)
+        self.notes += bom
         stripped = carry.lstrip()
         if not stripped or stripped[:1] not in (b"{", b"["):
             raise NeedWholeDocument
@@ -167,6 +173,15 @@ class Split:
                                  "which no profiler writes (a runaway name or args?). Re-export "
                                  "the trace.", file=self.name or None)
         self.tail = b"".join(pending)
+        self.tail_offset = self.read - len(self.tail)
+
+
+def _counted(pieces: Iterator[bytes], split: Split) -> Iterator[bytes]:
+    """``pieces``, adding their sizes up in ``split.read``."""
+    split.read = 0
+    for piece in pieces:
+        split.read += len(piece)
+        yield piece
 
 
 def _cut(pending: list[bytes]) -> tuple[Optional[bytes], bytes]:
@@ -203,13 +218,27 @@ def join_chunks(a: bytes, b: bytes) -> bytes:
 def decode_tail(split: Split, tail: bytes) -> tuple[list[Event], TraceObject]:
     """The last events and the top-level keys (those before ``traceEvents`` from
     ``split.head``, those after it from the tail). ``tail`` is ``split.tail``, possibly
-    preceded by chunks that did not decode on their own."""
+    preceded by chunks that did not decode on their own (``split.tail_offset`` then
+    overstates where it starts, which only shifts the byte offsets a note quotes).
+
+    A truncated tail (a job killed while writing) keeps its complete events, with a note,
+    so a big cut-off file is repaired without decoding it whole.
+    """
+    opening = b'{"traceEvents": [' if split.is_object else b"["
+    decode = _OBJ.decode if split.is_object else (
+        lambda b: TraceObject(traceEvents=_LIST.decode(b)))
     try:
-        if split.is_object:
-            end = _OBJ.decode(b'{"traceEvents": [' + tail)
-        else:
-            end = TraceObject(traceEvents=_LIST.decode(b"[" + tail))
-    except (msgspec.DecodeError, UnicodeDecodeError):
+        end = decode(opening + tail)
+    except msgspec.DecodeError as e:
+        if "truncated" not in str(e):
+            raise NeedWholeDocument from None
+        cut = repair.cut_truncated(opening + tail, decode, split.name, split.is_object,
+                                   offset=split.tail_offset - len(opening))
+        if cut is None:
+            raise NeedWholeDocument from None
+        end, note = cut
+        split.notes.append(note)
+    except UnicodeDecodeError:
         raise NeedWholeDocument from None
     top = split.head
     for field in TraceObject.__struct_fields__:

@@ -87,7 +87,7 @@ def read_trace(path: str, progress: Progress = None, helpers: int = 0) -> Trace:
 def _read_chunked(path: str, progress: Progress, pool: ProcessPoolExecutor | None) -> Trace:
     notes: list[Note] = []
     builder = ColumnBuilder(path)
-    split = Split(iter_bytes(path, notes, progress), os.path.basename(path))
+    split = Split(iter_bytes(path, notes, progress), os.path.basename(path), notes)
     inflight: deque[tuple[bytes, Future | Part | None]] = deque()
     held = b""  # chunks whose cut was not an event boundary, waiting to be joined
 

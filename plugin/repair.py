@@ -116,12 +116,13 @@ def _complete_json(prefix: memoryview) -> bool:
 
 
 def cut_truncated(buf: bytes, decode: Callable[[bytes], object], name: str,
-                  is_object: bool) -> tuple[object, Note] | None:
+                  is_object: bool, offset: int = 0) -> tuple[object, Note] | None:
     """Decode the longest prefix that ends after a complete event, closed properly.
 
     Tries the last closing braces (an event's ``}``) from the end, each followed by the
     brackets that close the event list (``]}`` for an object trace, ``]`` for a bare list).
-    Returns ``(decoded, note)`` or None when no prefix decodes.
+    Returns ``(decoded, note)`` or None when no prefix decodes. ``offset``: where ``buf``
+    starts in the file (for the byte positions the note quotes).
     """
     suffixes = (b"]}", b"}", b"]") if is_object else (b"]", b"]}")
     end = len(buf)
@@ -136,6 +137,7 @@ def cut_truncated(buf: bytes, decode: Callable[[bytes], object], name: str,
                 continue
             return decoded, Note(
                 "warning", "truncated",
-                f"{name} is truncated at byte {len(buf):,} (the job was probably killed "
-                f"while writing it); kept the complete events before byte {end + 1:,}.")
+                f"{name} is truncated at byte {offset + len(buf):,} (the job was probably "
+                f"killed while writing it); kept the complete events before byte "
+                f"{offset + end + 1:,}.")
     return None

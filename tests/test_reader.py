@@ -284,3 +284,24 @@ def test_progress_reaches_one(tmp_path):
     seen = []
     read_trace(str(RESNET0), progress=seen.append)
     assert seen and seen[-1] == 1.0 and seen == sorted(seen)
+
+
+def test_big_truncated_file_is_repaired_without_whole_decoding(tmp_path, monkeypatch):
+    """A killed job's cut-off file keeps its complete events through the chunked path (the
+    whole-document path, which would hold the file in memory, is never taken)."""
+    from stepscope import decode, reader
+
+    events = [dict(GOOD[1], ts=10 * i, args={"External id": i}) for i in range(3000)]
+    data = _doc(events)
+    cut = data.rindex(b'"External id": 2990')
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 20_000)
+
+    def no_whole(*a, **k):
+        raise AssertionError("decoded whole")
+
+    monkeypatch.setattr(reader, "decode_document", no_whole)
+    trace = read_trace(_write(tmp_path, b"\xef\xbb\xbf" + data[:cut]))
+    assert trace.events["external_id"].tolist() == list(range(2990))
+    notes = {n.code: n.text for n in trace.notes}
+    assert set(notes) == {"bom", "truncated"}
+    assert f"truncated at byte {cut + 3:,}" in notes["truncated"]  # the BOM counts too
