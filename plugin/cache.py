@@ -78,6 +78,10 @@ class Entry:
     def arrays(self) -> dict[str, np.ndarray]:
         return {n: self.array(n) for n in self.names()}
 
+    def drop_arrays(self) -> None:
+        """Forget the loaded arrays (their memory maps close once nothing else uses them)."""
+        self._arrays = {}
+
 
 class DiskCache:
     """See the module doc. ``root=None`` uses :func:`default_root`."""

@@ -7,8 +7,9 @@ cache (:mod:`.packing`, :mod:`.cache`: JSON + ``.npy``, no pickle). The server t
 entry, memory-mapping its arrays. Only a small status dict travels back over the pipe, and
 progress over a queue. A cache hit skips the child entirely.
 
-``--no-cache`` uses a private temporary cache folder, removed at exit, and drops each
-entry once loaded (the memory maps stay valid on POSIX).
+``--no-cache`` uses a private temporary cache folder, removed at exit. A loaded entry's
+timeline arrays are memory-mapped only when a ``trace/*`` route needs them
+(:mod:`.cached`).
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any
 
-from .cache import DEFAULT_MAX_BYTES, DiskCache
+from .cache import DEFAULT_MAX_BYTES, DiskCache, Entry
+from .cached import TimelineSlots, load_views
 from .errors import StepscopeError, TraceError
-from .packing import pack, unpack
+from .packing import pack
 from .reader import read_trace
 
 log = logging.getLogger(__name__)
@@ -89,6 +91,25 @@ def analyse_file(path: str, progress: Progress, helpers: int = 0) -> Any:
                        helpers=helpers)
     progress("analyse", READ_SHARE)
     return build_views(trace)
+
+
+def _kill_workers(workers: dict | None, timeout: float = 5.0) -> None:
+    """Terminate a pool's processes (its live ``_processes`` dict), and any replacement the
+    pool starts meanwhile.
+
+    Terminating a worker that waits for a task can leave the task queue's lock held, so a
+    replacement worker would wait forever, and the interpreter joins it at exit: kill every
+    worker until none is left.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        procs = [p for p in list((workers or {}).values()) if p.is_alive()]
+        if not procs:
+            return
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.join(0.5)
 
 
 def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str, token: int) -> dict:
@@ -202,6 +223,8 @@ class Analyser:
         self.cache_root = os.path.dirname(self.cache.root)
         self.jobs = max(1, jobs)
         self.budget = MemoryBudget(memory_bytes or default_memory_budget())
+        self.timelines = TimelineSlots()
+        self._closed = False
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         self._listeners: dict[int, Progress] = {}
@@ -239,14 +262,22 @@ class Analyser:
             return None
         progress("cache", 0.95)
         try:
-            views = unpack(entry.meta["state"], entry.arrays())
+            return load_views(entry, self.timelines, lambda: self._rebuild(path))
         except (KeyError, ValueError, TypeError, OSError) as e:
             log.warning("cache entry for %s is unusable (%s); rebuilding", path, e)
             self.cache.discard(path, key)
             return None
-        if self.no_cache:
-            self.cache.discard(path, key)
-        return views
+
+    def _rebuild(self, path: str) -> Entry:
+        """Analyse ``path`` again for a timeline whose entry vanished or is corrupt (runs on
+        the request thread that needs it; the analysis itself in a worker process)."""
+        key = self.cache.key(path)
+        self.cache.discard(path, key)
+        self._run_child(path, key, lambda phase, f: None)
+        entry = self.cache.get(path, key)
+        if entry is None:
+            raise OSError(f"no cache entry for {path} after analysing it")
+        return entry
 
     def _run_child(self, path: str, key: str, progress: Progress) -> dict:
         token = next(self._tokens)
@@ -272,6 +303,8 @@ class Analyser:
 
     def _ensure_pool(self) -> ProcessPoolExecutor:
         with self._lock:
+            if self._closed:
+                raise StepscopeError("server shutting down", "Restart the server.", status=503)
             if self._pool is None:
                 ctx = mp.get_context("forkserver" if sys.platform != "win32" else "spawn")
                 if ctx.get_start_method() == "forkserver":
@@ -308,10 +341,17 @@ class Analyser:
                 listener(phase, fraction)
 
     def close(self) -> None:
+        """Stop the worker processes (a running analysis is abandoned) and, with
+        ``no_cache``, remove the private cache folder."""
         with self._lock:
+            self._closed = True
             pool, self._pool = self._pool, None
             queue, self._queue = self._queue, None
-        if pool is not None:  # waits for a running child (max_tasks_per_child races otherwise)
-            pool.shutdown(wait=True, cancel_futures=True)
+        if pool is not None:
+            workers = getattr(pool, "_processes", None)  # shutdown() forgets this dict
+            pool.shutdown(wait=False, cancel_futures=True)  # no new tasks
+            _kill_workers(workers)  # do not wait for a big trace to finish
         if queue is not None:
             queue.put(None)
+        if self.no_cache:
+            shutil.rmtree(os.path.dirname(self.cache.root), ignore_errors=True)

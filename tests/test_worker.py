@@ -74,8 +74,11 @@ def test_corrupt_entry_is_rebuilt(analyser, tmp_path):
         f.seek(200)
         f.write(b"\x00garbage\x00")
     again, phases = _run(analyser, path)
-    assert [p for p, _ in phases][:2] == ["cache", "read"]  # the bad entry, then a worker
+    assert [p for p, _ in phases] == ["cache"]  # the payloads are fine and load at once
     assert _payloads(again) == _payloads(good)
+    # the corrupt array is found when the timeline loads, which then analyses again
+    assert again.get("trace/timeline", {"width": "300"}) == \
+        good.get("trace/timeline", {"width": "300"})
 
 
 def test_unusable_file_is_a_422_from_the_worker(analyser, tmp_path):
@@ -92,7 +95,48 @@ def test_no_cache_leaves_nothing_behind(tmp_path):
     try:
         views, _ = _run(a, DLRM0)
         assert views.names()[0] == "Overview"
-        leftovers = [f for _, _, files in os.walk(a.cache.root) for f in files]
-        assert leftovers == []
+        assert views.get("trace/timeline", {"width": "100"})["lanes"]
     finally:
         a.close()
+    assert not os.path.exists(a.cache.root)
+
+
+def test_only_a_few_timelines_stay_loaded(tmp_path):
+    """Timelines load on first use and at most LOADED_TIMELINES stay mapped (open files)."""
+    from stepscope.cached import LOADED_TIMELINES
+
+    a = Analyser(cache_dir=str(tmp_path / "c"), jobs=2)
+    try:
+        paths = sorted((SHARED / "param_v100_dlrm_8rank").glob("*.json"))
+        views = [_run(a, p)[0] for p in paths]
+        assert all(v.timeline._timeline is None for v in views)  # nothing mapped yet
+        for v in views:
+            assert v.get("trace/timeline", {"width": "200"})["lanes"]
+        loaded = [v for v in views if v.timeline._timeline is not None]
+        assert len(loaded) == LOADED_TIMELINES == len(a.timelines._loaded)
+        assert loaded == views[-LOADED_TIMELINES:]  # least recently used went first
+        import gc
+
+        gc.collect()
+        mapped = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                mapped.append(os.readlink(f"/proc/self/fd/{fd}"))
+            except OSError:  # the fd of listdir itself, closed by now
+                pass
+        mapped = [p for p in mapped if p.startswith(a.cache.root)]
+        arrays = sum(len(v.timeline.entry.names()) for v in loaded)
+        assert len(mapped) == arrays  # the unloaded timelines' files are closed
+        again = views[0].get("trace/timeline", {"width": "200"})  # reloads transparently
+        assert again == _run(a, paths[0])[0].get("trace/timeline", {"width": "200"})
+    finally:
+        a.close()
+
+
+def test_timeline_of_an_evicted_entry_is_rebuilt(analyser, tmp_path):
+    path = tmp_path / "w.pt.trace.json"
+    shutil.copy(DLRM0, path)
+    views, _ = _run(analyser, path)
+    shutil.rmtree(analyser.cache._folder(analyser.cache.key(str(path))))  # evicted
+    answer = views.get("trace/timeline", {"width": "300"})
+    assert sum(len(lane.get("blocks", [])) for lane in answer["lanes"]) > 0
