@@ -93,6 +93,24 @@ def analyse_file(path: str, progress: Progress, helpers: int = 0) -> Any:
     return build_views(trace)
 
 
+def _context() -> Any:
+    """``forkserver`` with stepscope preloaded (``spawn`` where there is no fork)."""
+    ctx = mp.get_context("forkserver" if sys.platform != "win32" else "spawn")
+    if ctx.get_start_method() == "forkserver":
+        ctx.set_forkserver_preload(["stepscope.worker", "stepscope.views"])
+    return ctx
+
+
+def _start_forkserver() -> None:
+    try:
+        if _context().get_start_method() == "forkserver":
+            from multiprocessing import forkserver
+
+            forkserver.ensure_running()
+    except Exception:  # noqa: BLE001 - only a warm-up: the pool starts it when needed
+        log.debug("could not start the forkserver early", exc_info=True)
+
+
 def _kill_workers(workers: dict | None, timeout: float = 5.0) -> None:
     """Terminate a pool's processes (its live ``_processes`` dict), and any replacement the
     pool starts meanwhile.
@@ -138,7 +156,7 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str, token
 
 
 #: Files at least this big (bytes on disk, gzip or not) are decoded with a helper process.
-HELPER_MIN_BYTES = 16 << 20
+HELPER_MIN_BYTES = 4 << 20
 
 
 def _helpers_for(path: str) -> int:
@@ -225,6 +243,10 @@ class Analyser:
         self.budget = MemoryBudget(memory_bytes or default_memory_budget())
         self.timelines = TimelineSlots()
         self._closed = False
+        # start the forkserver (which imports numpy and the analyses once) in the
+        # background, so the first trace does not wait for it
+        threading.Thread(target=_start_forkserver, daemon=True,
+                         name="stepscope-forkserver").start()
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         self._listeners: dict[int, Progress] = {}
@@ -306,9 +328,7 @@ class Analyser:
             if self._closed:
                 raise StepscopeError("server shutting down", "Restart the server.", status=503)
             if self._pool is None:
-                ctx = mp.get_context("forkserver" if sys.platform != "win32" else "spawn")
-                if ctx.get_start_method() == "forkserver":
-                    ctx.set_forkserver_preload(["stepscope.worker", "stepscope.views"])
+                ctx = _context()
                 self._queue = ctx.Queue()
                 threading.Thread(target=self._drain, args=(self._queue,), daemon=True,
                                  name="stepscope-progress").start()
