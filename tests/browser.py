@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
 FRONTEND = REPO / "frontend"
@@ -190,6 +190,28 @@ class PageWatch:
         assert not self.page_errors, f"uncaught page errors: {self.page_errors}"
         assert not self.console_errors, f"console errors: {self.console_errors}"
         assert not self.external, f"requests to other hosts: {self.external}"
+
+
+def open_page(browser, base: str, *, width: int = 1400, height: int = 900):
+    """A fresh page on a fresh context, watched (external hosts blocked and counted)."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    watch = PageWatch(urlsplit(base).netloc).attach(context, page)
+    return context, page, watch
+
+
+def query(page) -> dict[str, str]:
+    """The page's query string as the page itself sees it (history writes included)."""
+    search = page.evaluate("() => location.search")
+    return {k: v[0] for k, v in parse_qs(search.lstrip("?")).items()}
+
+
+def screenshot(page, name: str) -> Path:
+    """A full-page screenshot ``<output dir>/<name>.png`` (scrolled to the top first)."""
+    path = output_dir() / f"{name}.png"
+    page.evaluate("() => window.scrollTo(0, 0)")  # the sticky header stays on top
+    page.screenshot(path=str(path), full_page=True)
+    return path
 
 
 def launch(playwright):

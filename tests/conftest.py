@@ -123,3 +123,26 @@ def until(predicate, timeout: float = 10.0, what: str = "condition"):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's headless chromium driven by Playwright (browser tests only)."""
+    from browser import launch
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as pw:
+        b = launch(pw)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def kineto_url():
+    """A standalone server (subprocess) over the shared kineto_resnet50 traces."""
+    from browser import KINETO, stepscope_server
+
+    if not KINETO.is_dir():
+        pytest.skip(f"shared traces missing: {KINETO}")
+    with stepscope_server(KINETO) as base:
+        yield base

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from browser import (
     KINETO,
     XSS,
-    PageWatch,
     have_chromium,
-    launch,
-    output_dir,
+    open_page,
+    query,
+    screenshot,
     stepscope_server,
     tensorboard_server,
     wsgi_server,
@@ -37,46 +36,12 @@ WORKERS_0 = "resnet50_num_workers_0"
 WORKERS_4 = "resnet50_num_workers_4"
 
 
-# -- fixtures -----------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as pw:
-        b = launch(pw)
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
-def kineto_url():
-    if not KINETO.is_dir():
-        pytest.skip(f"shared traces missing: {KINETO}")
-    with stepscope_server(KINETO) as base:
-        yield base
-
-
-def open_page(browser, base: str, *, width: int = 1400, height: int = 900):
-    """A fresh page on a fresh context, watched (external hosts blocked and counted)."""
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    watch = PageWatch(urlsplit(base).netloc).attach(context, page)
-    return context, page, watch
-
-
-def query(page) -> dict[str, str]:
-    """The page's query string as the page itself sees it (history writes included)."""
-    search = page.evaluate("() => location.search")
-    return {k: v[0] for k, v in parse_qs(search.lstrip("?")).items()}
-
-
 def page_url(page) -> str:
     return page.evaluate("() => location.href")
 
 
 def shot(page, name: str) -> Path:
-    path = output_dir() / f"frontend_{name}.png"
-    page.evaluate("() => window.scrollTo(0, 0)")  # the sticky header stays on top
-    page.screenshot(path=str(path), full_page=True)
-    return path
+    return screenshot(page, f"frontend_{name}")
 
 
 def wait_plot(page_or_frame, selector: str) -> None:

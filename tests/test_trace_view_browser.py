@@ -19,13 +19,13 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from browser import (
     FRONTEND,
-    KINETO,
     PREFIX,
     XSS,
     PageWatch,
     have_chromium,
-    launch,
-    output_dir,
+    open_page,
+    query,
+    screenshot,
     stepscope_server,
     wsgi_server,
     xss_trace,
@@ -51,39 +51,10 @@ INK = """() => {
 
 
 # -- helpers --------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as pw:
-        b = launch(pw)
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
-def kineto_url():
-    if not KINETO.is_dir():
-        pytest.skip(f"shared traces missing: {KINETO}")
-    with stepscope_server(KINETO) as base:
-        yield base
-
-
-def open_page(browser, base: str, *, width: int = 1400, height: int = 900):
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    watch = PageWatch(urlsplit(base).netloc).attach(context, page)
-    return context, page, watch
-
-
-def query(page) -> dict[str, str]:
-    search = page.evaluate("() => location.search")
-    return {k: v[0] for k, v in parse_qs(search.lstrip("?")).items()}
 
 
 def shot(page, name: str) -> Path:
-    path = output_dir() / f"trace_{name}.png"
-    page.evaluate("() => window.scrollTo(0, 0)")
-    page.screenshot(path=str(path), full_page=True)
-    return path
+    return screenshot(page, f"trace_{name}")
 
 
 def hook(page, expr: str = ""):
