@@ -36,13 +36,6 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return s[first], run[last]
 
 
-def union_of(*sets: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Union of several interval sets, each ``(starts, ends)``."""
-    if not sets:
-        return _EMPTY, _EMPTY
-    return union(np.concatenate([s for s, _ in sets]), np.concatenate([e for _, e in sets]))
-
-
 def coverage_before(ms: np.ndarray, me: np.ndarray, t: np.ndarray) -> np.ndarray:
     """For disjoint sorted ``[ms, me)``: total covered length in ``(-inf, t)``, per ``t``."""
     t = np.asarray(t, dtype=np.int64)

@@ -238,8 +238,3 @@ def collapse_same_name(parent: np.ndarray, is_op: np.ndarray, name: np.ndarray) 
         if (nxt == rep).all():
             return rep
         rep = nxt
-
-
-def host_kind_mask(trace: Trace, tree: HostTree, *kinds: Kind) -> np.ndarray:
-    """Per tree position: is the event one of ``kinds``."""
-    return np.isin(trace.kind[tree.rows], np.array(kinds, dtype=np.uint8))
