@@ -28,10 +28,9 @@ import urllib.error
 import urllib.request
 
 import psutil
+from make_big_trace import replica  # benchmarks/ is on sys.path when run as a script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.join(HERE, "..", "..", "shared", "traces", "kineto_resnet50",
-                      "resnet50_num_workers_0", "worker0.pt.trace.json.gz")
 PREFIX = "/data/plugin/stepscope"
 ROUTES = ("overview", "operation?group_by=Operation", "operation/table?group_by=Operation",
           "kernel/table?group_by=Kernel", "kernel?group_by=Kernel", "kernel/tc_pie",
@@ -55,12 +54,7 @@ print(json.dumps(out))
 
 
 def trace_for(k: int) -> str:
-    path = os.path.join(HERE, "data", f"x{k}", "worker0.pt.trace.json.gz")
-    if not os.path.exists(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        subprocess.run([sys.executable, os.path.join(HERE, "make_big_trace.py"), SOURCE, path,
-                        "--times", str(k)], check=True)
-    return path
+    return replica(k, os.path.join(HERE, "data", f"x{k}", "worker0.pt.trace.json.gz"))
 
 
 def json_bytes(path: str) -> int:

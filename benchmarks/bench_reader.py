@@ -15,9 +15,9 @@ import os
 import subprocess
 import sys
 
+from make_big_trace import replica  # benchmarks/ is on sys.path when run as a script
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.join(HERE, "..", "..", "shared", "traces", "kineto_resnet50",
-                      "resnet50_num_workers_0", "worker0.pt.trace.json.gz")
 
 CHILD = r"""
 import gzip, json, resource, sys, time
@@ -46,12 +46,7 @@ def measure(path: str, mode: str) -> dict:
 
 
 def default_trace() -> str:
-    path = os.path.join(HERE, "data", "x12.pt.trace.json.gz")
-    if not os.path.exists(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        subprocess.run([sys.executable, os.path.join(HERE, "make_big_trace.py"), SOURCE, path,
-                        "--times", "12"], check=True)
-    return path
+    return replica(12, os.path.join(HERE, "data", "x12.pt.trace.json.gz"))
 
 
 def main(argv: list[str]) -> None:

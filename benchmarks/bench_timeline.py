@@ -14,22 +14,16 @@ import gzip
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
+from make_big_trace import replica  # benchmarks/ is on sys.path when run as a script
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.join(HERE, "..", "..", "shared", "traces", "kineto_resnet50",
-                      "resnet50_num_workers_0", "worker0.pt.trace.json.gz")
 
 
 def default_trace() -> str:
-    path = os.path.join(HERE, "data", "x50.pt.trace.json.gz")
-    if not os.path.exists(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        subprocess.run([sys.executable, os.path.join(HERE, "make_big_trace.py"), SOURCE, path,
-                        "--times", "50"], check=True)
-    return path
+    return replica(50, os.path.join(HERE, "data", "x50.pt.trace.json.gz"))
 
 
 def answer(tl, start, end, width) -> tuple[float, float, int, int, int]:

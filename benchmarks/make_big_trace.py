@@ -14,10 +14,25 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import re
 import sys
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
+HERE = os.path.dirname(os.path.abspath(__file__))
+#: the shared trace every benchmark scales up
+SOURCE = os.path.join(HERE, "..", "..", "shared", "traces", "kineto_resnet50",
+                      "resnet50_num_workers_0", "worker0.pt.trace.json.gz")
+
+
+def replica(times: int, path: str) -> str:
+    """``path``, holding ``times`` copies of :data:`SOURCE` (made on first use)."""
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".partial" + (".gz" if path.endswith(".gz") else "")
+        main([SOURCE, tmp, "--times", str(times)])
+        os.replace(tmp, path)  # an interrupted run leaves no half-written replica
+    return path
 
 
 def load(path: str) -> dict:
