@@ -70,12 +70,17 @@ def stepscope_server(logdir: Path | str, *extra: str, timeout: float = 60) -> It
         threading.Thread(target=_drain, args=(proc.stdout, []), daemon=True).start()
         yield m.group(1)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
+    """Terminate a server subprocess; kill it when it does not exit within ``timeout`` s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _readline(proc: subprocess.Popen, timeout: float) -> str:
@@ -105,12 +110,7 @@ def tensorboard_server(logdir: Path | str, *, path_prefix: str = "",
             _wait_http(f"{base}{path_prefix}/data/plugins_listing", timeout, proc)
             yield base
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
 
 
 def _wait_http(url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
