@@ -3,8 +3,10 @@
 For each size (copies of the shared ResNet-50 trace made by make_big_trace.py) it prints:
 events, JSON bytes, the baseline (a fresh ``python3``, default settings: gzip decompression +
 stdlib ``json.loads`` of the same file, under a memory limit), time to overview on a cold
-standalone server (from process start to the first 200 of ``overview``), the peak RSS of the
-server's process tree (server + analysis workers), the cached re-open time (a new server
+standalone server (from process start to the first 200 of ``overview``), the time until the
+trace view's timeline answers too (the worker builds it after the other views), the peak
+RSS of the server's process tree (server + analysis workers) until then, the cached
+re-open time (a new server
 over the same cache), and the slowest view endpoint once analysed. Ratios are against the
 baseline measured in the same run.
 
@@ -17,7 +19,6 @@ import argparse
 import gzip
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -120,14 +121,17 @@ def serve(logdir: str, cache: str) -> tuple[subprocess.Popen, str, float]:
     return proc, line.split()[-1].rstrip("/"), t0
 
 
-def until_overview(base: str, run: str, t0: float, timeout: float = 3600) -> float:
-    url = f"{base}{PREFIX}/overview?run={run}&worker=worker0"
+def until_ready(base: str, run: str, t0: float, route: str = "overview",
+                timeout: float = 3600) -> float:
+    """Seconds from ``t0`` until ``route`` answers 200 (polling every 50 ms)."""
+    sep = "&" if "?" in route else "?"
+    url = f"{base}{PREFIX}/{route}{sep}run={run}&worker=worker0"
     while True:
         status, body = get(url)
         if status == 200:
             return time.perf_counter() - t0
         if status != 202 or time.perf_counter() - t0 > timeout:
-            raise RuntimeError(f"overview answered {status}: {body[:300]!r}")
+            raise RuntimeError(f"{route} answered {status}: {body[:300]!r}")
         time.sleep(0.05)
 
 
@@ -166,7 +170,9 @@ def measure(k: int, limit: int, skip_baseline: bool) -> dict:
         proc, base, t0 = serve(logdir, cache)
         rss = TreeRss(proc.pid)
         try:
-            out["cold_s"] = until_overview(base, run, t0)
+            out["cold_s"] = until_ready(base, run, t0)
+            # the worker stores the timeline after the payloads: the trace view comes later
+            out["timeline_s"] = until_ready(base, run, t0, "trace/timeline?width=2000")
         finally:
             out["peak_rss"] = rss.stop()
         status, body = get(f"{base}{PREFIX}/overview?run={run}&worker=worker0")
@@ -174,7 +180,7 @@ def measure(k: int, limit: int, skip_baseline: bool) -> dict:
         out["slowest"] = slowest_route(base, run)
         stop(proc)
         proc, base, t0 = serve(logdir, cache)
-        out["cached_s"] = until_overview(base, run, t0)
+        out["cached_s"] = until_ready(base, run, t0)
         stop(proc)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
@@ -189,7 +195,8 @@ def main() -> None:
     args = ap.parse_args()
     limit = int(args.baseline_limit_gib * 2**30)
     print(f"{'size':>5} {'JSON MB':>8} {'steps':>6} {'baseline s':>11} {'cold s':>7} "
-          f"{'ratio':>6} {'peak RSS MiB':>12} {'cached s':>9} {'slowest route (ms)':>28}")
+          f"{'ratio':>6} {'timeline s':>10} {'peak RSS MiB':>12} {'cached s':>9} "
+          f"{'slowest route (ms)':>28}")
     for k in (int(s) for s in args.sizes.split(",")):
         r = measure(k, limit, args.skip_baseline)
         b = r["baseline"]
@@ -197,9 +204,9 @@ def main() -> None:
         ratio = f"{r['cold_s'] / b['seconds']:.2f}" if b.get("seconds") else "-"
         route, t = r["slowest"]
         print(f"{r['size']:>5} {r['json_mb']:8.0f} {r['steps']:6d} {base:>11} "
-              f"{r['cold_s']:7.2f} {ratio:>6} {r['peak_rss'] / 2**20:12.0f} "
+              f"{r['cold_s']:7.2f} {ratio:>6} {r['timeline_s']:10.2f} "
+              f"{r['peak_rss'] / 2**20:12.0f} "
               f"{r['cached_s']:9.2f} {route.split('?')[0]:>20} {t * 1000:6.1f}", flush=True)
-    resource.getrusage(resource.RUSAGE_SELF)
 
 
 if __name__ == "__main__":

@@ -32,8 +32,8 @@ from werkzeug.security import safe_join
 
 from . import __version__
 from .assets import frontend_dir, mime_type, plotly_js
-from .errors import BadParameter, Forbidden, NotFound, StepscopeError
-from .loader import Loading, Ready, Store
+from .errors import BadParameter, Forbidden, Loading, NotFound, NotReady, StepscopeError
+from .loader import Ready, Store
 from .views import ViewSet  # the view routes are whatever ViewSet answers
 from .worker import Analyser, Progress, default_jobs
 
@@ -135,8 +135,12 @@ def view_route(route: str) -> Callable[[], Response]:
     """The handler of one ``ViewSet`` route: precomputed payload of the requested span."""
     def handler() -> Response:
         ready = lookup()
-        return ready if isinstance(ready, Response) else json_response(
-            ready.get(route, request.args))
+        if isinstance(ready, Response):
+            return ready
+        try:
+            return json_response(ready.get(route, request.args))
+        except NotReady as e:  # the timeline is still being built
+            return loading_response(e.loading)
     handler.__name__ = f"view_{route.replace('/', '_')}"
     return handler
 
@@ -237,8 +241,13 @@ def lookup() -> Ready | Response:
     run, worker = params("run", "worker")
     result = app_store(current_app).lookup(run, worker, request.args.get("span"))
     if isinstance(result, Loading):
-        return json_response(result.body(), 202, {"Retry-After": "1"})
+        return loading_response(result)
     return result
+
+
+def loading_response(loading: Loading) -> Response:
+    """The 202 answer: how far the analysis is; clients retry after a second."""
+    return json_response(loading.body(), 202, {"Retry-After": "1"})
 
 
 def _orjson_default(obj: Any) -> Any:

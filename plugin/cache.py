@@ -30,7 +30,7 @@ import orjson
 
 from . import __version__
 
-FORMAT = 1
+FORMAT = 2  # 2: the timeline is an entry of its own
 DEFAULT_MAX_BYTES = 4 << 30
 
 

@@ -1,10 +1,15 @@
 """A :class:`~stepscope.views.ViewSet` read back from the disk cache.
 
-Its payloads are plain JSON and load at once; its timeline (all of the entry's numpy
-arrays: hundreds of MB for a big trace) loads only when a ``trace/*`` route first asks,
-memory-mapped, and only a few timelines stay loaded at a time (:class:`TimelineSlots`,
-least recently used first out). So a server over many traces keeps its memory and open
-files bounded (each memory map holds a file descriptor).
+A trace has two cache entries: its view payloads (plain JSON, loaded at once) and its
+timeline (all of the numpy arrays: hundreds of MB for a big trace), under
+:func:`timeline_key`. The analysis worker stores the payloads first, so the overview is
+served while it still builds the timeline; until then the ``trace/*`` routes answer 202
+(:class:`~stepscope.errors.NotReady`, phase ``timeline``).
+
+The timeline loads only when a ``trace/*`` route first asks, memory-mapped, and only a few
+timelines stay loaded at a time (:class:`TimelineSlots`, least recently used first out). So
+a server over many traces keeps its memory and open files bounded (each memory map holds a
+file descriptor).
 """
 
 from __future__ import annotations
@@ -13,16 +18,29 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .cache import Entry
-from .errors import StepscopeError
+from .errors import Loading, NotReady, StepscopeError
 from .packing import unpack
 
 log = logging.getLogger(__name__)
 
 #: Timelines kept loaded at once, per server.
 LOADED_TIMELINES = 4
+
+
+def timeline_key(key: str) -> str:
+    """Cache key of a trace's timeline entry, from the key of its payload entry."""
+    return key + "-timeline"
+
+
+class Building(Protocol):
+    """A timeline a worker process is still building (see :class:`~stepscope.worker.Task`)."""
+
+    def done(self) -> bool: ...
+    def loading(self) -> Loading: ...
+    def error(self) -> StepscopeError | None: ...  # waits for the worker to end
 
 
 class TimelineSlots:
@@ -43,21 +61,26 @@ class TimelineSlots:
 
 
 class LazyTimeline:
-    """Stands for the ``Timeline`` of a cache entry: loads it on first use.
+    """Stands for the ``Timeline`` of a cached trace: loads it on first use.
 
-    ``reload()`` returns a fresh entry when this one is gone or corrupt (evicted from the
-    cache by another server, say): it re-runs the analysis in a worker process.
+    ``fetch()`` returns the timeline's cache entry (None when it is missing or corrupt);
+    ``rebuild()`` analyses the trace again (in a worker process) and returns the new entry,
+    for a timeline evicted by another server, say. ``building``: the worker still building
+    it, if any; its error (the worker ran out of memory, say) stays this timeline's answer.
     """
 
-    def __init__(self, entry: Entry, state: Any, slots: TimelineSlots,
-                 reload: Callable[[], Entry]):
-        self.entry = entry
-        self.state = state
+    def __init__(self, fetch: Callable[[], Entry | None], rebuild: Callable[[], Entry],
+                 slots: TimelineSlots, building: Building | None = None):
+        self.fetch = fetch
+        self.rebuild = rebuild
         self.slots = slots
-        self.reload = reload
+        self.building = building
+        self.entry: Entry | None = None
         self._timeline: Any = None
+        self._error: StepscopeError | None = None
 
     def get(self) -> Any:
+        """The timeline; raises NotReady while it is built, or the error that stopped it."""
         with self.slots.lock:
             if self._timeline is None:
                 self._timeline = self._load()
@@ -65,24 +88,37 @@ class LazyTimeline:
             return self._timeline
 
     def _load(self) -> Any:
+        if self.building is not None:
+            if not self.building.done():
+                raise NotReady(self.building.loading())
+            self._error, self.building = self.building.error(), None
+        if self._error is not None:
+            raise self._error
+        self.entry = self.fetch()
+        if self.entry is not None:
+            try:
+                return unpack(self.entry.meta["state"], self.entry.arrays())
+            except (OSError, ValueError, KeyError) as e:
+                log.warning("cached timeline in %s is unusable (%s); analysing again",
+                            self.entry.folder, e)
         try:
-            return unpack(self.state, self.entry.arrays())
-        except (OSError, ValueError, KeyError) as e:
-            log.warning("cached timeline in %s is unusable (%s); analysing again",
-                        self.entry.folder, e)
-        try:
-            self.entry = self.reload()
-            self.state = self.entry.meta["state"]["d"]["timeline"]
-            return unpack(self.state, self.entry.arrays())
+            self.entry = self.rebuild()
+            return unpack(self.entry.meta["state"], self.entry.arrays())
         except (OSError, ValueError, KeyError) as e:
             raise StepscopeError("timeline unavailable", "The analysed timeline of this trace "
                                  "is no longer in the cache and could not be rebuilt; reload "
                                  "the page in a moment.", status=503) from e
 
+    def wait(self) -> None:
+        """Wait until the worker building the timeline (if any) has ended."""
+        if self.building is not None:
+            self.building.error()  # waits for the worker's answer
+
     def unload(self) -> None:
         """Drop the timeline and its memory maps (they close once no request uses them)."""
         self._timeline = None
-        self.entry.drop_arrays()
+        if self.entry is not None:
+            self.entry.drop_arrays()
 
     def query(self, *args, **kwargs) -> dict:
         return self.get().query(*args, **kwargs)
@@ -91,11 +127,8 @@ class LazyTimeline:
         return self.get().event(event_id)
 
 
-def load_views(entry: Entry, slots: TimelineSlots, reload: Callable[[], Entry]) -> Any:
-    """The ViewSet stored in ``entry``, with a :class:`LazyTimeline` for its timeline."""
-    state = entry.meta["state"]
-    fields = dict(state["d"])
-    timeline = fields.pop("timeline")
-    views = unpack({**state, "d": fields}, {})  # payloads only: no arrays needed
-    views.timeline = LazyTimeline(entry, timeline, slots, reload)
+def load_views(entry: Entry, timeline: LazyTimeline) -> Any:
+    """The ViewSet stored in the payload ``entry``, with ``timeline`` attached."""
+    views = unpack(entry.meta["state"], {})  # payloads only: no arrays needed
+    views.timeline = timeline
     return views

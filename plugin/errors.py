@@ -1,11 +1,37 @@
-"""The one error type a trace problem raises, and how it becomes a JSON error body.
+"""The answers other than 200: errors, and "not ready yet".
 
 Every layer raises :class:`StepscopeError` (or a subclass) with a short ``error`` text and
 a ``detail`` that tells the user what to do; the app turns it into
 ``{"error", "detail", "file"?, "position"?}`` with the error's HTTP ``status``.
+
+:class:`Loading` is the 202 answer (SPEC §3) while a span is analysed; :class:`NotReady`
+raises one from a route whose data comes later than the rest of the span (the timeline).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Loading:
+    """A 202 answer: the requested data is not ready yet (SPEC §3)."""
+
+    phase: str      # "queued" | "read" | "analyse" | "cache" | "timeline"
+    fraction: float  # 0..1, never decreases for one job
+    elapsed_s: float  # seconds since the job was queued
+
+    def body(self) -> dict:
+        return {"loading": True, "phase": self.phase, "fraction": round(self.fraction, 4),
+                "elapsed_s": round(self.elapsed_s, 3)}
+
+
+class NotReady(Exception):
+    """A route's data is still being prepared: the app answers 202 with ``loading``."""
+
+    def __init__(self, loading: Loading):
+        super().__init__(loading.phase)
+        self.loading = loading
 
 
 class StepscopeError(Exception):

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .discovery import Scanner, Snapshot, shadow_note
-from .errors import NotFound, StepscopeError
+from .errors import Loading, NotFound, StepscopeError
 from .worker import Progress, analyse_file, default_jobs
 
 log = logging.getLogger(__name__)
@@ -54,19 +54,6 @@ class AnalysisBug(StepscopeError):
     """An unexpected exception while analysing a file: a bug in Stepscope, 500."""
 
     status = 500
-
-
-@dataclass
-class Loading:
-    """A 202 answer: the requested span is not analysed yet (SPEC §3)."""
-
-    phase: str      # "queued" | "read" | "analyse" | "cache"
-    fraction: float  # 0..1, never decreases for one job
-    elapsed_s: float  # seconds since the job was queued
-
-    def body(self) -> dict:
-        return {"loading": True, "phase": self.phase, "fraction": round(self.fraction, 4),
-                "elapsed_s": round(self.elapsed_s, 3)}
 
 
 @dataclass

@@ -2,10 +2,12 @@
 
 The server never analyses on its request threads, and not even in its own process: each
 trace is read and analysed by a child process (``forkserver``: never ``fork`` from the
-threaded server), which packs the resulting :class:`~stepscope.views.ViewSet` into the disk
-cache (:mod:`.packing`, :mod:`.cache`: JSON + ``.npy``, no pickle). The server then loads the
-entry, memory-mapping its arrays. Only a small status dict travels back over the pipe, and
-progress over a queue. A cache hit skips the child entirely.
+threaded server), which packs its results into the disk cache (:mod:`.packing`,
+:mod:`.cache`: JSON + ``.npy``, no pickle) in two stages: first the view payloads, then the
+timeline of the trace view. The server serves the payloads as soon as they are stored
+(the overview appears), while the child goes on with the timeline; until it is stored,
+``trace/*`` routes answer 202 (phase ``timeline``). Only a small status dict travels back
+over the pipe, and progress over a queue. A cache hit skips the child entirely.
 
 ``--no-cache`` uses a private temporary cache folder, removed at exit. A loaded entry's
 timeline arrays are memory-mapped only when a ``trace/*`` route needs them
@@ -24,14 +26,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any
 
 from .cache import DEFAULT_MAX_BYTES, DiskCache, Entry
-from .cached import TimelineSlots, load_views
-from .errors import StepscopeError, TraceError
+from .cached import LazyTimeline, TimelineSlots, load_views, timeline_key
+from .errors import Loading, StepscopeError, TraceError
 from .packing import pack
 from .reader import read_trace
 
@@ -131,21 +133,35 @@ def _kill_workers(workers: dict | None, timeout: float = 5.0) -> None:
 
 
 def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str, token: int) -> dict:
-    """Child process: read + analyse ``path``, store the packed views under ``key``.
+    """Child process: read + analyse ``path``; store the view payloads under ``key``, then
+    the timeline under ``timeline_key(key)``.
 
-    Returns ``{"ok": True}`` or the error ``{"status", "error", "detail", ...}``.
+    Progress goes to the server's queue; the first ``timeline`` message says the payloads
+    are stored. Returns ``{"ok": True}`` or the error ``{"status", "error", "detail", ...}``.
     """
+    from .analysis import analyze  # imported here: the views pull in every analysis
+    from .views import ViewSet, timeline_of
+
     last = [0.0]
 
-    def progress(phase: str, fraction: float) -> None:
-        now = time.monotonic()
-        if _queue is not None and (now - last[0] >= _PROGRESS_EVERY_S or fraction >= 1):
-            last[0] = now
+    def progress(phase: str, fraction: float, *, now: bool = False) -> None:
+        t = time.monotonic()
+        if _queue is not None and (now or t - last[0] >= _PROGRESS_EVERY_S or fraction >= 1):
+            last[0] = t
             _queue.put((token, phase, fraction))
 
+    cache = DiskCache(cache_root, max_bytes)
     try:
-        state, arrays = pack(analyse_file(path, progress, helpers=_helpers_for(path)))
-        DiskCache(cache_root, max_bytes).put(path, {"state": state}, arrays, key=key)
+        trace = read_trace(path, progress=lambda f: progress("read", READ_SHARE * f),
+                           helpers=_helpers_for(path))
+        progress("analyse", READ_SHARE)
+        analysis = analyze(trace)
+        _store(cache, path, key, ViewSet(analysis))
+        progress("timeline", 0.0, now=True)  # the payloads can be served
+        timeline = timeline_of(analysis)
+        del analysis  # the timeline keeps what it needs
+        progress("timeline", TIMELINE_BUILD_SHARE, now=True)
+        _store(cache, path, timeline_key(key), timeline)
         return {"ok": True}
     except StepscopeError as e:
         return {"status": e.status, **e.body()}
@@ -153,6 +169,15 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str, token
         return {"status": 422, "error": "out of memory",
                 "detail": "The trace needs more memory than is available; profile fewer "
                           "steps (torch.profiler schedule active=...) or free memory."}
+
+
+#: Share of the timeline phase spent building it (the rest: storing it), for its progress.
+TIMELINE_BUILD_SHARE = 0.6
+
+
+def _store(cache: DiskCache, path: str, key: str, obj: Any) -> None:
+    state, arrays = pack(obj)
+    cache.put(path, {"state": state}, arrays, key=key)
 
 
 #: Files at least this big (bytes on disk, gzip or not) are decoded with a helper process.
@@ -207,20 +232,79 @@ class MemoryBudget:
         self.used = 0
         self._cond = threading.Condition()
 
-    @contextmanager
-    def reserve(self, need: int):
+    def acquire(self, need: int) -> Callable[[], None]:
+        """Wait until ``need`` bytes fit; returns the function that gives them back."""
         need = min(need, self.total)
         small = need < SMALL_JOB_SHARE * self.total
         with self._cond:
             while not small and self.used and self.used + need > self.total:
                 self._cond.wait()
             self.used += need
-        try:
-            yield
-        finally:
+
+        def release() -> None:
             with self._cond:
                 self.used -= need
                 self._cond.notify_all()
+        return release
+
+    @contextmanager
+    def reserve(self, need: int):
+        """:meth:`acquire` for the duration of a ``with`` block."""
+        release = self.acquire(need)
+        try:
+            yield
+        finally:
+            release()
+
+
+class Task:
+    """The server's side of one trace analysed by a worker process.
+
+    ``views_ready`` is set once the payloads are stored (or the worker is done, whatever
+    happened); afterwards the task stands for the timeline still being built
+    (:class:`~stepscope.cached.Building`).
+    """
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.views_ready = threading.Event()
+        self.future: Future | None = None
+        self.timeline_since = 0.0
+        self.timeline_fraction = 0.0
+
+    def hear(self, phase: str, fraction: float) -> None:
+        """A progress message of the worker (on the queue's thread)."""
+        if phase != "timeline":
+            self.progress(phase, fraction)
+            return
+        if not self.views_ready.is_set():
+            self.timeline_since = time.monotonic()
+            self.views_ready.set()
+        self.timeline_fraction = max(self.timeline_fraction, fraction)
+
+    def done(self) -> bool:
+        return self.future is not None and self.future.done()
+
+    def loading(self) -> Loading:
+        return Loading("timeline", self.timeline_fraction,
+                       time.monotonic() - (self.timeline_since or time.monotonic()))
+
+    def result(self) -> dict:
+        """The worker's answer (waits for it): ``{"ok": True}`` or an error dict."""
+        assert self.future is not None
+        try:
+            return self.future.result()
+        except BrokenProcessPool:
+            return {"status": 422, "error": "analysis process died",
+                    "detail": "The worker analysing this trace was killed, most likely out "
+                              "of memory. Profile fewer steps or run with --jobs 1."}
+
+    def error(self) -> StepscopeError | None:
+        result = dict(self.result())
+        if result.pop("ok", False):
+            return None
+        return StepscopeError(result.pop("error", "analysis failed"), result.pop("detail", ""),
+                              status=result.pop("status", 422), **result)
 
 
 class Analyser:
@@ -264,27 +348,28 @@ class Analyser:
         if views is not None:
             return views
         progress("read", 0.0)
-        with self.budget.reserve(memory_estimate(path)):
-            result = self._run_child(path, key, progress)
-        if not result.get("ok"):
-            status = result.pop("status", 422)
-            raise StepscopeError(result.pop("error", "analysis failed"),
-                                 result.pop("detail", ""), status=status, **result)
-        views = self._load(path, key, progress)
-        if views is None:
-            raise TraceError("analysis result not found",
-                             "The analysis cache did not keep the result (is the cache folder "
-                             "full or shared with a server that evicts it?). Retry, or use a "
-                             "bigger --cache-dir.")
-        return views
+        task = self._run_child(path, key, progress)
+        views = self._load(path, key, progress, building=task)
+        if views is not None:
+            return views  # the payloads are stored; the task goes on with the timeline
+        error = task.error()
+        if error is not None:
+            raise error
+        raise TraceError("analysis result not found",
+                         "The analysis cache did not keep the result (is the cache folder "
+                         "full or shared with a server that evicts it?). Retry, or use a "
+                         "bigger --cache-dir.")
 
-    def _load(self, path: str, key: str, progress: Progress) -> Any:
+    def _load(self, path: str, key: str, progress: Progress,
+              building: Task | None = None) -> Any:
         entry = self.cache.get(path, key)
         if entry is None:
             return None
         progress("cache", 0.95)
+        timeline = LazyTimeline(lambda: self.cache.get(path, timeline_key(key)),
+                                lambda: self._rebuild(path), self.timelines, building)
         try:
-            return load_views(entry, self.timelines, lambda: self._rebuild(path))
+            return load_views(entry, timeline)
         except (KeyError, ValueError, TypeError, OSError) as e:
             log.warning("cache entry for %s is unusable (%s); rebuilding", path, e)
             self.cache.discard(path, key)
@@ -295,31 +380,46 @@ class Analyser:
         the request thread that needs it; the analysis itself in a worker process)."""
         key = self.cache.key(path)
         self.cache.discard(path, key)
-        self._run_child(path, key, lambda phase, f: None)
-        entry = self.cache.get(path, key)
+        self.cache.discard(path, timeline_key(key))
+        error = self._run_child(path, key, lambda phase, f: None).error()  # waits for it all
+        entry = self.cache.get(path, timeline_key(key))
         if entry is None:
-            raise OSError(f"no cache entry for {path} after analysing it")
+            raise error or OSError(f"no cache entry for {path} after analysing it")
         return entry
 
-    def _run_child(self, path: str, key: str, progress: Progress) -> dict:
-        token = next(self._tokens)
-        self._listeners[token] = progress
-        try:
-            for attempt in range(2):
-                pool = self._ensure_pool()
-                try:
-                    return pool.submit(analyse_to_cache, path, self.cache_root,
-                                       self.cache.max_bytes, key, token).result()
-                except BrokenProcessPool:
-                    self._reset_pool(pool)
-                    if attempt:
-                        return {"status": 422, "error": "analysis process died",
-                                "detail": "The worker analysing this trace was killed, most "
-                                          "likely out of memory. Profile fewer steps or run "
-                                          "with --jobs 1."}
-            raise AssertionError("unreachable")
-        finally:
-            self._listeners.pop(token, None)
+    def _run_child(self, path: str, key: str, progress: Progress) -> Task:
+        """Start analysing ``path`` in a worker process (within the memory budget); return
+        once its payloads are stored or it has ended. A pool broken before the payloads
+        were stored (a worker killed) is restarted and the trace tried once more."""
+        for attempt in range(2):
+            pool = self._ensure_pool()
+            task = Task(progress)
+            token = next(self._tokens)
+            self._listeners[token] = task.hear
+            release = self.budget.acquire(memory_estimate(path))
+
+            def finished(_future: Future, token: int = token, task: Task = task,
+                         release: Callable[[], None] = release) -> None:
+                self._listeners.pop(token, None)
+                release()
+                task.views_ready.set()
+
+            try:
+                task.future = pool.submit(analyse_to_cache, path, self.cache_root,
+                                          self.cache.max_bytes, key, token)
+            except BrokenProcessPool as e:  # broken before this task: retried below
+                task.future = Future()
+                task.future.set_exception(e)
+            except BaseException:
+                finished(Future())
+                raise
+            task.future.add_done_callback(finished)
+            task.views_ready.wait()
+            broken = task.done() and isinstance(task.future.exception(), BrokenProcessPool)
+            if not broken or attempt or self.cache.get(path, key) is not None:
+                return task
+            self._reset_pool(pool)
+        raise AssertionError("unreachable")
 
     # --- the pool -------------------------------------------------------------------------
 

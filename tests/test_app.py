@@ -27,7 +27,7 @@ from conftest import (
     wait_ready,
 )
 
-from stepscope.errors import BadParameter
+from stepscope.errors import BadParameter, Loading, NotReady
 
 OLD = 1_700_000_000  # an mtime long ago: the file counts as stable at start-up
 DLRM = SHARED / "param_v100_dlrm_8rank"
@@ -325,6 +325,27 @@ def test_202_contract(client_for, tmp_path):
     assert wait_ready(client, "r", "b").json == ["Overview", "Kernel"]
     assert all(name.startswith("stepscope-analyse") for name in gate.threads)
     assert wait_idle(client)["status"]["r"] == {"ready": 2, "loading": 0, "failed": 0}
+
+
+class TimelinePending(FakeViews):
+    """Views whose timeline a worker is still building."""
+
+    def get(self, route, params):
+        if route.startswith("trace/"):
+            raise NotReady(Loading("timeline", 0.5, 2.25))
+        return super().get(route, params)
+
+
+def test_timeline_202_while_the_other_views_answer(client_for, tmp_path):
+    make_run(tmp_path / "r", ["a.pt.trace.json"])
+    client = client_for(tmp_path, analyse=lambda path, progress: TimelinePending(path))
+    assert wait_ready(client, "r", "a", route="overview").json["route"] == "overview"
+    for route, extra in (("trace/timeline", {}), ("trace/event", {"id": "3"})):
+        resp = client.get(query(route, run="r", worker="a", **extra))
+        assert resp.status_code == 202 and resp.headers["Retry-After"] == "1"
+        assert resp.json == {"loading": True, "phase": "timeline", "fraction": 0.5,
+                             "elapsed_s": 2.25}
+    assert client.get(query("kernel", run="r", worker="a")).status_code == 200
 
 
 def test_most_recently_requested_worker_first(client_for, tmp_path):

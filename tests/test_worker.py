@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 
 import orjson
 import pytest
 from conftest import SHARED
 
-from stepscope.errors import StepscopeError
+from stepscope.cached import LazyTimeline, TimelineSlots, timeline_key
+from stepscope.errors import Loading, NotReady, StepscopeError
 from stepscope.worker import Analyser
 
 RESNET4 = SHARED / "kineto_resnet50" / "resnet50_num_workers_4" / "worker0.pt.trace.json.gz"
@@ -26,6 +28,7 @@ def analyser(tmp_path_factory):
 def _run(analyser, path):
     phases = []
     views = analyser(str(path), lambda phase, f: phases.append((phase, f)))
+    views.timeline.wait()  # the worker stores the timeline after the payloads
     return views, phases
 
 
@@ -68,7 +71,7 @@ def test_corrupt_entry_is_rebuilt(analyser, tmp_path):
     path = tmp_path / "w.pt.trace.json"
     shutil.copy(DLRM0, path)
     good, _ = _run(analyser, path)
-    folder = analyser.cache._folder(analyser.cache.key(str(path)))
+    folder = analyser.cache._folder(timeline_key(analyser.cache.key(str(path))))
     victim = next(p for p in os.listdir(folder) if p.endswith(".npy"))
     with open(os.path.join(folder, victim), "r+b") as f:
         f.seek(200)
@@ -137,6 +140,80 @@ def test_timeline_of_an_evicted_entry_is_rebuilt(analyser, tmp_path):
     path = tmp_path / "w.pt.trace.json"
     shutil.copy(DLRM0, path)
     views, _ = _run(analyser, path)
-    shutil.rmtree(analyser.cache._folder(analyser.cache.key(str(path))))  # evicted
+    shutil.rmtree(analyser.cache._folder(timeline_key(analyser.cache.key(str(path)))))  # evicted
     answer = views.get("trace/timeline", {"width": "300"})
     assert sum(len(lane.get("blocks", [])) for lane in answer["lanes"]) > 0
+
+
+class FakeBuilding:
+    """A timeline a worker is still building, finished when the test says so."""
+
+    def __init__(self, error=None):
+        self.finished = threading.Event()
+        self.err = error
+
+    def done(self):
+        return self.finished.is_set()
+
+    def loading(self):
+        return Loading("timeline", 0.25, 1.5)
+
+    def error(self):
+        self.finished.wait()
+        return self.err
+
+
+def _lazy(analyser, path, building):
+    key = timeline_key(analyser.cache.key(str(path)))
+
+    def rebuild():
+        raise AssertionError("the timeline is in the cache: nothing to rebuild")
+    return LazyTimeline(lambda: analyser.cache.get(str(path), key), rebuild,
+                        TimelineSlots(), building)
+
+
+def test_timeline_answers_202_until_the_worker_stored_it(analyser, tmp_path):
+    path = tmp_path / "w.pt.trace.json"
+    shutil.copy(DLRM0, path)
+    views, _ = _run(analyser, path)
+    want = views.get("trace/timeline", {"width": "300"})
+    building = FakeBuilding()
+    lazy = _lazy(analyser, path, building)
+    for _ in range(2):
+        with pytest.raises(NotReady) as e:
+            lazy.query(None, None, 300)
+        assert e.value.loading.body() == {"loading": True, "phase": "timeline",
+                                          "fraction": 0.25, "elapsed_s": 1.5}
+    building.finished.set()
+    assert lazy.query(None, None, 300) == want
+
+
+def test_timeline_error_stays_the_trace_view_answer(analyser, tmp_path):
+    """A worker that stored the payloads but failed on the timeline (out of memory, say):
+    the trace view answers that error, the other views keep working."""
+    path = tmp_path / "w.pt.trace.json"
+    shutil.copy(DLRM0, path)
+    _run(analyser, path)
+    building = FakeBuilding(StepscopeError("analysis process died", "out of memory",
+                                           status=422))
+    building.finished.set()
+    lazy = _lazy(analyser, path, building)
+    for _ in range(2):
+        with pytest.raises(StepscopeError) as e:
+            lazy.event(0)
+        assert e.value.status == 422 and e.value.error == "analysis process died"
+
+
+def test_payloads_come_before_the_timeline(analyser, tmp_path):
+    """The worker stores the payloads, then the timeline: the views come back at once with
+    the worker still attached as the timeline's builder."""
+    path = tmp_path / "w.pt.trace.json.gz"
+    shutil.copy(RESNET4, path)
+    views = analyser(str(path), lambda phase, f: None)
+    building = views.timeline.building
+    assert building is not None and building.loading().phase == "timeline"
+    assert views.get("overview", {})["environments"][2]["value"] == "83.63 %"
+    assert building.error() is None  # the worker ended well
+    assert analyser.cache.get(str(path), timeline_key(analyser.cache.key(str(path))))
+    assert views.get("trace/timeline", {"width": "100"})["lanes"]
+    assert views.timeline.building is None

@@ -21,25 +21,30 @@ from ..analysis.kernels import GROUP_BY as KERNEL_GROUP_BY
 from ..analysis.operators import GROUP_BY as OPERATOR_GROUP_BY
 from ..errors import BadParameter, NotFound
 from ..model import Trace
-from ..timeline import build_timeline
+from ..timeline import Timeline, build_timeline
 from .kernel import kernel_payloads
 from .operator import group_by_param, operation_payloads, operator_groups, stack_rows
 from .overview import notes, overview_payload
 
-__all__ = ["ViewSet", "build_views"]
+__all__ = ["ViewSet", "build_views", "timeline_of"]
 
 
 class ViewSet:
     """Precomputed payloads and the timeline of one trace; :meth:`get` answers a route.
 
-    ``analysis`` (kept for tests and in-process use) is left out when it is packed into the
-    disk cache (:mod:`stepscope.packing`): the routes need only the payloads and timeline.
+    ``timeline``: a :class:`~stepscope.timeline.Timeline` (or a stand-in with its ``query``
+    and ``event``); None until one is attached (an analysis worker stores the payloads
+    first and builds the timeline after them, see :mod:`stepscope.worker`).
+
+    ``analysis`` (kept for tests and in-process use) and ``timeline`` are left out when the
+    views are packed into the disk cache (:mod:`stepscope.packing`): the timeline is cached
+    as an entry of its own.
     """
 
     ROUTES = ("overview", "operation", "operation/table", "operation/stack", "kernel/table",
               "kernel", "kernel/tc_pie", "trace/timeline", "trace/event")
 
-    def __init__(self, analysis: Analysis):
+    def __init__(self, analysis: Analysis, timeline: Any = None):
         a = self.analysis = analysis
         self._groups = operator_groups(a)
         self._operation = operation_payloads(self._groups, a.gpu)
@@ -48,12 +53,10 @@ class ViewSet:
         self._notes = notes(a)
         self._names = (["Overview", "Operator"] if a.has_host else []) + \
             (["Kernel"] if a.has_kernels else []) + ["Trace"]
-        self.timeline = build_timeline(
-            a.trace, links=a.links,
-            steps=zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist()))
+        self.timeline = timeline
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "analysis"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("analysis", "timeline")}
 
     def names(self) -> list[str]:
         """Views that have data, in display order."""
@@ -98,6 +101,13 @@ def event_id_param(params: Mapping[str, str]) -> int:
     return int(raw)
 
 
+def timeline_of(a: Analysis) -> Timeline:
+    """The trace view's timeline of an analysed trace (reuses its links and steps)."""
+    return build_timeline(a.trace, links=a.links,
+                          steps=zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist()))
+
+
 def build_views(trace: Trace) -> ViewSet:
-    """Analyse ``trace`` and precompute every view payload."""
-    return ViewSet(analyze(trace))
+    """Analyse ``trace`` and precompute every view payload and the timeline."""
+    a = analyze(trace)
+    return ViewSet(a, timeline_of(a))
