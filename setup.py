@@ -41,6 +41,7 @@ setup(
         "numpy>=1.22",
         "msgspec>=0.18",
         "orjson>=3.8",
+        "isal>=1.6",  # fast gzip inflate (rawfile.py falls back to zlib without it)
     ],
     extras_require={
         "samples": ["torch>=2.0"],

@@ -17,9 +17,13 @@ from __future__ import annotations
 import os
 import queue
 import threading
-import zlib
 from collections.abc import Iterator
 from typing import Callable, Optional
+
+try:  # ISA-L inflates gzip about 3x faster than zlib, with the same streaming interface
+    from isal import isal_zlib as zlib
+except ImportError:  # a platform without an isal wheel
+    import zlib  # type: ignore[no-redef]
 
 from .errors import TraceError
 from .model import Note
@@ -59,7 +63,7 @@ MAX_REPAIR_BYTES = _env_bytes("STEPSCOPE_MAX_REPAIR_BYTES", 1 << 30)
 def iter_bytes(path: str, notes: list[Note], progress: Progress = None) -> Iterator[bytes]:
     """Decompressed pieces of the file. ``progress(fraction)``: share of file bytes read.
 
-    Reading and decompressing run in a helper thread (zlib releases the GIL), one piece
+    Reading and decompressing run in a helper thread (zlib/ISA-L release the GIL), one piece
     ahead of the consumer, so decompression overlaps with decoding on a second core.
     """
     return _prefetch(_iter_bytes(path, notes, progress))

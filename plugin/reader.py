@@ -70,18 +70,34 @@ def read_trace(path: str, progress: Progress = None, helpers: int = 0) -> Trace:
             pass
         notes: list[Note] = []
         buf = read_whole(path, notes)  # bounded: MAX_REPAIR_BYTES
-        try:
-            top, events, more = decode_document(buf, os.path.basename(path))
-        except TraceError as e:
-            if not (e.position and any(n.code == "gzip_damaged" for n in notes)):
-                raise
-            # the bytes inflated just before gzip damage may be garbled: keep what precedes
-            top, events, more = decode_document(buf[: e.position["byte"]], os.path.basename(path))
+        top, events, more = _decode_before_damage(buf, os.path.basename(path), notes)
         del buf
         builder = ColumnBuilder(path)
         builder.add(events)
         del events
         return builder.finish(top, notes + more)
+
+
+#: How far before a decode error in a damaged gzip stream garbled output may start (bytes):
+#: inflate can emit up to a block of garbage (back-references up to 32 KiB) before it fails.
+GARBLED_BACKOFF = (0, 1 << 16, 1 << 20)
+
+
+def _decode_before_damage(buf: bytes, name: str, notes: list[Note]):
+    """:func:`decode_document`; after gzip damage, keep what precedes the garbled bytes
+    that the damaged stream inflated to (cut ever further back before the decode error)."""
+    try:
+        return decode_document(buf, name)
+    except TraceError as e:
+        if not (e.position and any(n.code == "gzip_damaged" for n in notes)):
+            raise
+        first = e
+    for back in GARBLED_BACKOFF:
+        try:
+            return decode_document(buf[: max(0, first.position["byte"] - back)], name)
+        except TraceError:
+            continue
+    raise first
 
 
 def _read_chunked(path: str, progress: Progress, pool: ProcessPoolExecutor | None) -> Trace:

@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any
@@ -89,10 +89,15 @@ def analyse_file(path: str, progress: Progress, helpers: int = 0) -> Any:
     """
     from .views import build_views  # imported here: the views pull in every analysis
 
+    return build_views(_read(path, progress, helpers))
+
+
+def _read(path: str, progress: Progress, helpers: int) -> Any:
+    """The trace of ``path``, reporting the ``read`` phase, then the start of ``analyse``."""
     trace = read_trace(path, progress=lambda f: progress("read", READ_SHARE * f),
                        helpers=helpers)
     progress("analyse", READ_SHARE)
-    return build_views(trace)
+    return trace
 
 
 def _context() -> Any:
@@ -152,10 +157,7 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str, token
 
     cache = DiskCache(cache_root, max_bytes)
     try:
-        trace = read_trace(path, progress=lambda f: progress("read", READ_SHARE * f),
-                           helpers=_helpers_for(path))
-        progress("analyse", READ_SHARE)
-        analysis = analyze(trace)
+        analysis = analyze(_read(path, progress, _helpers_for(path)))
         _store(cache, path, key, ViewSet(analysis))
         progress("timeline", 0.0, now=True)  # the payloads can be served
         timeline = timeline_of(analysis)
@@ -298,6 +300,14 @@ class Task:
             return {"status": 422, "error": "analysis process died",
                     "detail": "The worker analysing this trace was killed, most likely out "
                               "of memory. Profile fewer steps or run with --jobs 1."}
+        except CancelledError:  # the server is shutting down
+            return {"status": 503, "error": "server shutting down", "detail": "Restart the server."}
+
+    def broken(self) -> bool:
+        """Did the worker pool break under this task (a worker process was killed)?"""
+        f = self.future
+        return f is not None and f.done() and not f.cancelled() and \
+            isinstance(f.exception(), BrokenProcessPool)
 
     def error(self) -> StepscopeError | None:
         result = dict(self.result())
@@ -415,8 +425,7 @@ class Analyser:
                 raise
             task.future.add_done_callback(finished)
             task.views_ready.wait()
-            broken = task.done() and isinstance(task.future.exception(), BrokenProcessPool)
-            if not broken or attempt or self.cache.get(path, key) is not None:
+            if not task.broken() or attempt or self.cache.get(path, key) is not None:
                 return task
             self._reset_pool(pool)
         raise AssertionError("unreachable")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -155,7 +156,21 @@ def test_truncated_tail_keeps_complete_events(tmp_path):
     assert [n.code for n in trace.notes] == ["truncated"]
 
 
-def test_truncated_gzip(tmp_path):
+@pytest.fixture(params=["isal", "zlib"])
+def inflater(request, monkeypatch):
+    """Run a gzip test with ISA-L (the default) and with the stdlib zlib fallback."""
+    import zlib
+
+    from stepscope import rawfile
+
+    if request.param == "zlib":
+        monkeypatch.setattr(rawfile, "zlib", zlib)
+    else:
+        assert rawfile.zlib.__name__.startswith("isal")
+    return request.param
+
+
+def test_truncated_gzip(tmp_path, inflater):
     big = _doc(GOOD * 2000)
     gz = gzip.compress(big)
     trace = read_trace(_write(tmp_path, gz[: len(gz) // 2], "w.pt.trace.json.gz"))
@@ -164,9 +179,21 @@ def test_truncated_gzip(tmp_path):
     assert 0 < len(trace) < 8000
 
 
-def test_gzip_of_gzip(tmp_path):
+def test_gzip_of_gzip(tmp_path, inflater):
     trace = read_trace(_write(tmp_path, gzip.compress(gzip.compress(_doc())), "w.json.gz"))
     assert len(trace) == 4 and "nested_gzip" in {n.code for n in trace.notes}
+
+
+def test_damaged_gzip_keeps_what_precedes_the_damage(tmp_path, inflater):
+    rng = random.Random(5)  # names that compress badly: the stream spans many input pieces
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{rng.getrandbits(64):x}", "pid": 1,
+               "tid": 1, "ts": i, "dur": 1} for i in range(60000)]
+    gz = bytearray(gzip.compress(_doc(events), 1))
+    gz[len(gz) // 2: len(gz) // 2 + 64] = b"\xff" * 64  # garbage mid-stream
+    trace = read_trace(_write(tmp_path, bytes(gz), "w.pt.trace.json.gz"))
+    assert "gzip_damaged" in {n.code for n in trace.notes}
+    assert 10000 < len(trace) < 60000
+    assert trace.name_of(0) == events[0]["name"]
 
 
 @pytest.mark.parametrize("mutate,code", [
