@@ -477,9 +477,11 @@ class Analyser:
             pool, self._pool = self._pool, None
             queue, self._queue = self._queue, None
         if pool is not None:
-            workers = getattr(pool, "_processes", None)  # shutdown() forgets this dict
-            pool.shutdown(wait=False, cancel_futures=True)  # no new tasks
-            _kill_workers(workers)  # do not wait for a big trace to finish
+            # kill first (do not wait for a big trace to finish), then shut down: a
+            # shutdown(wait=False) while a worker retires (max_tasks_per_child) races with
+            # the pool's manager thread replacing it (TypeError in that thread, CPython 3.11)
+            _kill_workers(getattr(pool, "_processes", None))
+            pool.shutdown(wait=False, cancel_futures=True)
         if queue is not None:
             queue.put(None)
         if self.no_cache:
