@@ -35,15 +35,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def poll_json(url: str, deadline: float):
+def poll_json(url: str, deadline: float, proc: subprocess.Popen):
     """GET ``url`` until it answers 200 with JSON (TensorBoard starts slowly)."""
-    while time.perf_counter() < deadline:
+    while time.perf_counter() < deadline and proc.poll() is None:
         try:
             status, body = get(url)
         except OSError:  # not listening yet
             status, body = 0, b""
         if status == 200:
             return json.loads(body)
+        if status == 400:  # a wrong request, not a slow server
+            raise RuntimeError(f"{url}: {body[:200]!r}")
         time.sleep(0.05)
     raise TimeoutError(url)
 
@@ -52,15 +54,17 @@ def old_plugin(python: str, logdir: str, timeout: float = 3600) -> dict:
     """Cold TensorBoard + torch-tb-profiler over ``logdir``: seconds to overview, peak RSS."""
     port = free_port()
     t0 = time.perf_counter()
-    proc = subprocess.Popen([python, "-m", "tensorboard.main", "--logdir", logdir,
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen([python, "-m", "tensorboard.main", "--logdir", os.path.abspath(logdir),
                              "--port", str(port), "--host", "127.0.0.1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=log,
+                            cwd=tempfile.gettempdir())  # not beside a stepscope egg-info
     rss = TreeRss(proc.pid)
     base = f"http://127.0.0.1:{port}{OLD_PREFIX}"
     deadline = t0 + timeout
     try:
         while True:  # the old plugin lists a run once it is loaded
-            runs = poll_json(f"{base}/runs", deadline)
+            runs = poll_json(f"{base}/runs", deadline, proc)
             runs = runs.get("runs", runs) if isinstance(runs, dict) else runs
             if runs:
                 break
@@ -69,13 +73,15 @@ def old_plugin(python: str, logdir: str, timeout: float = 3600) -> dict:
             time.sleep(0.2)
         run = runs[0]
         q = urllib.parse.urlencode
-        workers = poll_json(f"{base}/workers?{q({'run': run})}", deadline)
-        spans = poll_json(f"{base}/spans?{q({'run': run, 'worker': workers[0]})}", deadline)
+        workers = poll_json(f"{base}/workers?{q({'run': run, 'view': 'Overview'})}", deadline, proc)
+        spans = poll_json(f"{base}/spans?{q({'run': run, 'worker': workers[0]})}", deadline, proc)
         params = {"run": run, "worker": workers[0], "span": spans[0] if spans else ""}
-        poll_json(f"{base}/overview?{q(params)}", deadline)
+        poll_json(f"{base}/overview?{q(params)}", deadline, proc)
         return {"seconds": time.perf_counter() - t0, "peak_rss": rss.stop()}
     except TimeoutError as e:
-        return {"error": f"no answer from {e}"}
+        log.seek(0)
+        tail = log.read().decode(errors="replace").strip().splitlines()[-1:]
+        return {"error": f"no answer from {e} {tail}"}
     finally:
         rss.stop()
         stop(proc)
