@@ -18,11 +18,13 @@ each write, least-recently-used entries are evicted down to ``max_bytes``.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
 import tempfile
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,6 +52,31 @@ def _digest(path: str) -> str:
         while block := f.read(1 << 22):
             crc = zlib.crc32(block, crc)
     return f"{crc:08x}"
+
+
+#: Threads writing an entry's arrays.
+WRITE_THREADS = 2
+
+
+def _write(path: str, *parts: bytes | memoryview) -> dict:
+    """Write ``parts`` to a new file; its manifest record (size, CRC-32 of the bytes)."""
+    crc = size = 0
+    with open(path, "wb") as f:
+        for part in parts:
+            f.write(part)
+            crc = zlib.crc32(part, crc)
+            size += len(part)
+    return {"size": size, "crc32": f"{crc:08x}"}
+
+
+def _save(path: str, arr: np.ndarray) -> dict:
+    """``np.save(path, arr)`` (format 1.0, C order), checksummed from memory as written."""
+    arr = np.require(arr, requirements="C")
+    if arr.dtype.hasobject:
+        raise ValueError("object arrays cannot be cached")
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(head, np.lib.format.header_data_from_array_1_0(arr))
+    return _write(path, head.getvalue(), memoryview(arr.reshape(-1)).cast("B"))
 
 
 @dataclass
@@ -134,14 +161,14 @@ class DiskCache:
         os.makedirs(os.path.dirname(final), exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=f".tmp-{key[:8]}-", dir=os.path.dirname(final))
         try:
-            files = {}
-            with open(os.path.join(tmp, "meta.json"), "wb") as f:
-                f.write(orjson.dumps(meta, option=orjson.OPT_SERIALIZE_NUMPY))
-            for name, arr in arrays.items():
-                np.save(os.path.join(tmp, name + ".npy"), np.asarray(arr), allow_pickle=False)
-            for fname in os.listdir(tmp):
-                p = os.path.join(tmp, fname)
-                files[fname] = {"size": os.path.getsize(p), "crc32": _digest(p)}
+            files = {"meta.json": _write(os.path.join(tmp, "meta.json"), orjson.dumps(
+                meta, option=orjson.OPT_SERIALIZE_NUMPY))}
+            # the kernel's copy into the page cache is the cost (~300 MB/s per thread here):
+            # two threads write at once (file writes release the GIL)
+            with ThreadPoolExecutor(WRITE_THREADS) as pool:
+                sums = pool.map(lambda item: _save(os.path.join(tmp, item[0] + ".npy"),
+                                                   item[1]), arrays.items())
+                files.update((name + ".npy", info) for name, info in zip(arrays, sums))
             with open(os.path.join(tmp, "manifest.json"), "wb") as f:
                 f.write(orjson.dumps({"files": files, "source": os.path.realpath(path),
                                       "version": __version__, "created": time.time()}))
