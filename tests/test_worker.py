@@ -217,3 +217,34 @@ def test_payloads_come_before_the_timeline(analyser, tmp_path):
     assert analyser.cache.get(str(path), timeline_key(analyser.cache.key(str(path))))
     assert views.get("trace/timeline", {"width": "100"})["lanes"]
     assert views.timeline.building is None
+
+
+def test_task_reports_a_killed_or_cancelled_worker():
+    """The server's side of a worker: a pool broken under it (a worker killed, by the OOM
+    killer say) is a 422 naming that; a task cancelled at shutdown is a 503; a task that
+    ended well has no error."""
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    from stepscope.worker import Task
+
+    def task(setup):
+        t = Task(lambda phase, f: None)
+        t.future = Future()
+        setup(t.future)
+        return t
+
+    killed = task(lambda f: f.set_exception(BrokenProcessPool("killed")))
+    assert killed.broken() and killed.done()
+    assert (killed.error().status, killed.error().error) == (422, "analysis process died")
+    cancelled = task(lambda f: f.cancel())
+    assert not cancelled.broken() and cancelled.error().status == 503
+    ok = task(lambda f: f.set_result({"ok": True}))
+    assert not ok.broken() and ok.error() is None
+    failed = task(lambda f: f.set_result({"status": 422, "error": "not JSON", "detail": "d",
+                                          "file": "w.json"}))
+    assert (failed.error().status, failed.error().file) == (422, "w.json")
+    t = Task(lambda phase, f: None)
+    t.hear("timeline", 0.6)  # the payloads are stored: the timeline is on its way
+    assert t.views_ready.is_set() and t.loading().phase == "timeline"
+    assert t.loading().fraction == 0.6 and not t.done()
