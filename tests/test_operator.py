@@ -306,3 +306,17 @@ def test_tree_helpers_use_pointer_doubling():
     # 0 has two children (1, 4): nothing merges into 0; 2 is the only child of 1 and has
     # its name: merged; 5 is the only child of 4 and has its name: merged
     assert T.collapse_same_name(parent, is_op, name).tolist() == [0, 1, 1, 3, 4, 4]
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 5000])
+@pytest.mark.parametrize("hi", [3, 60, 10**8])  # small ranges are counted, wide ones sorted
+def test_group_ids_equals_unique_rows(n, hi):
+    from stepscope.analysis.operators import group_ids
+
+    rng = np.random.default_rng(n + hi)
+    cols = [rng.integers(-1, hi, n), rng.integers(0, 7, n), rng.integers(-5, hi, n)]
+    first, ids = group_ids(*cols)
+    keys = np.stack(cols, axis=1)
+    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    assert ids.tolist() == inverse.reshape(-1).tolist()  # groups in ascending key order
+    assert keys[first].tolist() == unique.tolist()  # a row of each group

@@ -48,18 +48,31 @@ class OpNodes:
 
 
 def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Group rows by equal values of the int columns: ``(first row of each group, group of
-    each row)``, groups in ascending key order. Columns are combined pairwise into dense ids,
-    so keys never overflow (cheaper than ``np.unique(axis=0)``)."""
-    ids = np.zeros(len(cols[0]), dtype=np.int64)
+    """Group rows by equal values of the int columns: ``(a row of each group, group of each
+    row)``, groups in ascending key order. Columns are combined pairwise into dense ids, so
+    keys never overflow (cheaper than ``np.unique(axis=0)``); a combined key of small range
+    (the usual case: interned names, shapes, stacks) is made dense by counting, not sorting."""
+    n = len(cols[0])
+    ids = np.zeros(n, dtype=np.int64)
+    first = np.zeros(0, dtype=np.int64)
     for col in cols:
+        if not n:
+            break
         col = col.astype(np.int64)
-        span = int(col.max()) - int(col.min()) + 1 if len(col) else 1
-        _, first, ids = np.unique(ids * span + (col - (col.min() if len(col) else 0)),
-                                  return_index=True, return_inverse=True)
-        ids = ids.reshape(-1).astype(np.int64)
-    if not len(cols[0]):
-        return np.zeros(0, dtype=np.int64), ids
+        lo = int(col.min())
+        span = int(col.max()) - lo + 1
+        key = ids * span + (col - lo)
+        size = (int(ids.max()) + 1) * span
+        if size <= 4 * n + (1 << 20):
+            present = np.zeros(size, dtype=np.int8)
+            present[key] = 1
+            dense = np.cumsum(present, dtype=np.int64) - 1
+            ids = dense[key]
+            first = np.empty(int(dense[-1]) + 1, dtype=np.int64)
+            first[ids] = np.arange(n)  # some row of each group (any will do: they agree)
+        else:
+            _, first, ids = np.unique(key, return_index=True, return_inverse=True)
+            ids = ids.reshape(-1).astype(np.int64)
     return first, ids
 
 
