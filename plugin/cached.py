@@ -4,7 +4,7 @@ A trace has two cache entries: its view payloads (plain JSON, loaded at once) an
 timeline (all of the numpy arrays: hundreds of MB for a big trace), under
 :func:`timeline_key`. The analysis worker stores the payloads first, so the overview is
 served while it still builds the timeline; until then the ``trace/*`` routes answer 202
-(:class:`~stepscope.errors.NotReady`, phase ``timeline``).
+(:class:`~stepscope.errors.NotReady`: phase ``analyse``, fraction from 0.95 on).
 
 The timeline loads only when a ``trace/*`` route first asks, memory-mapped, and only a few
 timelines stay loaded at a time (:class:`TimelineSlots`, least recently used first out). So

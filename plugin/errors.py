@@ -17,7 +17,7 @@ from dataclasses import dataclass
 class Loading:
     """A 202 answer: the requested data is not ready yet (SPEC §3)."""
 
-    phase: str      # "queued" | "read" | "analyse" | "cache" | "timeline"
+    phase: str      # "queued" | "read" | "analyse" | "cache"
     fraction: float  # 0..1, never decreases for one job
     elapsed_s: float  # seconds since the job was queued
 

@@ -6,7 +6,7 @@ threaded server), which packs its results into the disk cache (:mod:`.packing`,
 :mod:`.cache`: JSON + ``.npy``, no pickle) in two stages: first the view payloads, then the
 timeline of the trace view. The server serves the payloads as soon as they are stored
 (the overview appears), while the child goes on with the timeline; until it is stored,
-``trace/*`` routes answer 202 (phase ``timeline``). Only a small status dict travels back
+``trace/*`` routes answer 202 (phase ``analyse``, fraction from 0.95 on). Only a small status dict travels back
 over the pipe, and progress over a queue. A cache hit skips the child entirely.
 
 ``--no-cache`` uses a private temporary cache folder, removed at exit. A loaded entry's
@@ -175,6 +175,9 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str, token
 
 #: Share of the timeline phase spent building it (the rest: storing it), for its progress.
 TIMELINE_BUILD_SHARE = 0.6
+#: Overall fraction the ``trace/*`` routes' progress starts from once the other views are
+#: ready (that of the ``cache`` phase: fractions never decrease, SPEC §3).
+TIMELINE_FROM = 0.95
 
 
 def _store(cache: DiskCache, path: str, key: str, obj: Any) -> None:
@@ -271,7 +274,7 @@ class Task:
         self.progress = progress
         self.views_ready = threading.Event()
         self.future: Future | None = None
-        self.timeline_since = 0.0
+        self.started = time.monotonic()
         self.timeline_fraction = 0.0
 
     def hear(self, phase: str, fraction: float) -> None:
@@ -279,17 +282,17 @@ class Task:
         if phase != "timeline":
             self.progress(phase, fraction)
             return
-        if not self.views_ready.is_set():
-            self.timeline_since = time.monotonic()
-            self.views_ready.set()
+        self.views_ready.set()
         self.timeline_fraction = max(self.timeline_fraction, fraction)
 
     def done(self) -> bool:
         return self.future is not None and self.future.done()
 
     def loading(self) -> Loading:
-        return Loading("timeline", self.timeline_fraction,
-                       time.monotonic() - (self.timeline_since or time.monotonic()))
+        """The 202 of the ``trace/*`` routes meanwhile: still phase ``analyse`` (SPEC §3),
+        its fraction going on from the last one of the other views (``cache``)."""
+        return Loading("analyse", TIMELINE_FROM + (1 - TIMELINE_FROM) * self.timeline_fraction,
+                       time.monotonic() - self.started)
 
     def result(self) -> dict:
         """The worker's answer (waits for it): ``{"ok": True}`` or an error dict."""
@@ -375,7 +378,7 @@ class Analyser:
         entry = self.cache.get(path, key)
         if entry is None:
             return None
-        progress("cache", 0.95)
+        progress("cache", TIMELINE_FROM)
         timeline = LazyTimeline(lambda: self.cache.get(path, timeline_key(key)),
                                 lambda: self._rebuild(path), self.timelines, building)
         try:

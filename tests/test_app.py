@@ -332,7 +332,7 @@ class TimelinePending(FakeViews):
 
     def get(self, route, params):
         if route.startswith("trace/"):
-            raise NotReady(Loading("timeline", 0.5, 2.25))
+            raise NotReady(Loading("analyse", 0.97, 2.25))
         return super().get(route, params)
 
 
@@ -343,7 +343,7 @@ def test_timeline_202_while_the_other_views_answer(client_for, tmp_path):
     for route, extra in (("trace/timeline", {}), ("trace/event", {"id": "3"})):
         resp = client.get(query(route, run="r", worker="a", **extra))
         assert resp.status_code == 202 and resp.headers["Retry-After"] == "1"
-        assert resp.json == {"loading": True, "phase": "timeline", "fraction": 0.5,
+        assert resp.json == {"loading": True, "phase": "analyse", "fraction": 0.97,
                              "elapsed_s": 2.25}
     assert client.get(query("kernel", run="r", worker="a")).status_code == 200
 

@@ -326,8 +326,7 @@ def standin_app():
         with lock:
             n = polls[run] = polls.get(run, 0) + 1
         if n <= POLLS:
-            # the other views are ready: the worker is building the timeline
-            body = {"loading": True, "phase": "timeline", "fraction": n / (POLLS + 1), "elapsed_s": 0.5 * n}
+            body = {"loading": True, "phase": "analyse", "fraction": n / (POLLS + 1), "elapsed_s": 0.5 * n}
             return Response(json.dumps(body), 202, {"Retry-After": "1"}, mimetype="application/json")
         return jsonify(STANDIN_ANSWER)
 
@@ -353,7 +352,7 @@ def test_loading_progress_then_timeline(browser, standin_url):
     context, page, watch = open_page(browser, standin_url)
     page.goto(f"{standin_url}{PREFIX}/index.html?run=slow&worker=worker0&view=Trace&event=5")
     page.locator(".trace-badge .progress-panel").wait_for(timeout=10_000)
-    assert "Building the timeline" in page.locator(".trace-badge").inner_text()
+    assert "Analysing" in page.locator(".trace-badge").inner_text()
     shot(page, "loading")
     wait_drawn(page)
     assert hook(page, ".drawn") == 2

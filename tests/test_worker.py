@@ -156,7 +156,7 @@ class FakeBuilding:
         return self.finished.is_set()
 
     def loading(self):
-        return Loading("timeline", 0.25, 1.5)
+        return Loading("analyse", 0.975, 1.5)
 
     def error(self):
         self.finished.wait()
@@ -182,8 +182,8 @@ def test_timeline_answers_202_until_the_worker_stored_it(analyser, tmp_path):
     for _ in range(2):
         with pytest.raises(NotReady) as e:
             lazy.query(None, None, 300)
-        assert e.value.loading.body() == {"loading": True, "phase": "timeline",
-                                          "fraction": 0.25, "elapsed_s": 1.5}
+        assert e.value.loading.body() == {"loading": True, "phase": "analyse",
+                                          "fraction": 0.975, "elapsed_s": 1.5}
     building.finished.set()
     assert lazy.query(None, None, 300) == want
 
@@ -211,7 +211,8 @@ def test_payloads_come_before_the_timeline(analyser, tmp_path):
     shutil.copy(RESNET4, path)
     views = analyser(str(path), lambda phase, f: None)
     building = views.timeline.building
-    assert building is not None and building.loading().phase == "timeline"
+    assert building is not None and building.loading().phase == "analyse"
+    assert building.loading().fraction >= 0.95  # goes on from the "cache" phase's 0.95
     assert views.get("overview", {})["environments"][2]["value"] == "83.63 %"
     assert building.error() is None  # the worker ended well
     assert analyser.cache.get(str(path), timeline_key(analyser.cache.key(str(path))))
@@ -245,6 +246,8 @@ def test_task_reports_a_killed_or_cancelled_worker():
                                           "file": "w.json"}))
     assert (failed.error().status, failed.error().file) == (422, "w.json")
     t = Task(lambda phase, f: None)
+    t.hear("read", 0.5)
+    assert not t.views_ready.is_set()
     t.hear("timeline", 0.6)  # the payloads are stored: the timeline is on its way
-    assert t.views_ready.is_set() and t.loading().phase == "timeline"
-    assert t.loading().fraction == 0.6 and not t.done()
+    assert t.views_ready.is_set() and t.loading().phase == "analyse"  # SPEC §3 phases only
+    assert t.loading().fraction == pytest.approx(0.95 + 0.05 * 0.6) and not t.done()

@@ -7,7 +7,6 @@ const PHASES = {
   read: "Reading the trace file",
   analyse: "Analysing",
   cache: "Loading cached results",
-  timeline: "Building the timeline",
 };
 
 /** "Analysing… 42% (3.1 s)" progress bar from a 202 body {phase, fraction, elapsed_s}. */
