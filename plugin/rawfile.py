@@ -151,12 +151,15 @@ def _iter_bytes(path: str, notes: list[Note], progress: Progress) -> Iterator[by
                          "exists and is readable.", file=name) from e
     with f:
         size = os.fstat(f.fileno()).st_size
-        raw = _read(f, size, progress, name)
+        raw = _read(f, size, name)
         first = next(raw, b"")
+        # progress: the share of the file's bytes consumed, as they are handed on (plain
+        # JSON) or inflated (gzip): reading itself runs ahead by up to a CHUNK
+        done = _Done(size, progress)
         if first[:2] != GZIP_MAGIC:
-            yield from _limited(_chain(first, raw), name)
+            yield from _limited(done.counted(_chain(first, raw)), name)
             return
-        pieces = _gunzip(_chain(first, raw), name, notes)
+        pieces = _gunzip(_chain(first, raw), name, notes, done)
         first = next(pieces, b"")
         if first[:2] == GZIP_MAGIC:  # gzip of gzip: unwrap once more
             notes.append(Note("info", "nested_gzip", f"{name} was compressed twice; unwrapped it."))
@@ -184,14 +187,31 @@ def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
     yield from rest
 
 
-def _read(f, size: int, progress: Progress, name: str = "") -> Iterator[bytes]:
+class _Done:
+    """Reports ``progress(bytes consumed / size)`` of a file of ``size`` bytes."""
+
+    def __init__(self, size: int, progress: Progress):
+        self.size = size
+        self.progress = progress
+        self.bytes = 0
+
+    def add(self, n: int) -> None:
+        self.bytes += n
+        if self.progress and self.size:
+            self.progress(min(self.bytes / self.size, 1.0))
+
+    def counted(self, pieces: Iterator[bytes]) -> Iterator[bytes]:
+        for piece in pieces:
+            self.add(len(piece))
+            yield piece
+
+
+def _read(f, size: int, name: str = "") -> Iterator[bytes]:
     done = 0
     before = os.fstat(f.fileno())
     try:
         while chunk := f.read(CHUNK):
             done += len(chunk)
-            if progress and size:
-                progress(min(done / size, 1.0))
             yield chunk
         after = os.fstat(f.fileno())
     except OSError as e:
@@ -205,8 +225,10 @@ def _read(f, size: int, progress: Progress, name: str = "") -> Iterator[bytes]:
                          file=name or None)
 
 
-def _gunzip(chunks: Iterator[bytes], name: str, notes: list[Note]) -> Iterator[bytes]:
+def _gunzip(chunks: Iterator[bytes], name: str, notes: list[Note],
+            done: _Done | None = None) -> Iterator[bytes]:
     """Decompress every gzip member; stop at damage or a cut-off end, with a note.
+    ``done`` hears the compressed bytes as they are inflated.
 
     After a member ends, what follows must start another member (anything else is trailing
     garbage, ignored); its two magic bytes may straddle two input pieces.
@@ -217,6 +239,8 @@ def _gunzip(chunks: Iterator[bytes], name: str, notes: list[Note]) -> Iterator[b
     rest = b""  # input left over after a member's end
     for piece in _slices(chunks, GZIP_IN_PIECE):
         seen += len(piece)
+        if done is not None:
+            done.add(len(piece))
         chunk = rest + bytes(piece) if rest else piece
         rest = b""
         while chunk:
