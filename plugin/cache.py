@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -189,7 +190,12 @@ class DiskCache:
             pass
 
     def evict(self) -> None:
-        """Remove least-recently-used entries until the cache holds at most ``max_bytes``."""
+        """Remove least-recently-used entries until the cache holds at most ``max_bytes``,
+        and the folders of older cache formats (no version of this package reads them)."""
+        parent = os.path.dirname(self.root)
+        for name in _listdir(parent):
+            if re.fullmatch(r"v\d+", name) and name != os.path.basename(self.root):
+                shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
         entries = []
         total = 0
         for shard in _listdir(self.root):

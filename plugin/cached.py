@@ -64,12 +64,14 @@ class LazyTimeline:
     """Stands for the ``Timeline`` of a cached trace: loads it on first use.
 
     ``fetch()`` returns the timeline's cache entry (None when it is missing or corrupt);
-    ``rebuild()`` analyses the trace again (in a worker process) and returns the new entry,
-    for a timeline evicted by another server, say. ``building``: the worker still building
-    it, if any; its error (the worker ran out of memory, say) stays this timeline's answer.
+    ``rebuild()`` starts analysing the trace again in the background (a timeline evicted
+    by another server, say) and returns its :class:`Building`; meanwhile the routes answer
+    202. ``building``: the worker still building it, if any; its error (the trace needs
+    more memory than there is, say) stays this timeline's answer, except when the worker
+    pool broke under it (maybe killed for another trace): then it is built once more.
     """
 
-    def __init__(self, fetch: Callable[[], Entry | None], rebuild: Callable[[], Entry],
+    def __init__(self, fetch: Callable[[], Entry | None], rebuild: Callable[[], Building],
                  slots: TimelineSlots, building: Building | None = None):
         self.fetch = fetch
         self.rebuild = rebuild
@@ -78,6 +80,7 @@ class LazyTimeline:
         self.entry: Entry | None = None
         self._timeline: Any = None
         self._error: StepscopeError | None = None
+        self._rebuilt = False
 
     def get(self) -> Any:
         """The timeline; raises NotReady while it is built, or the error that stopped it."""
@@ -91,23 +94,29 @@ class LazyTimeline:
         if self.building is not None:
             if not self.building.done():
                 raise NotReady(self.building.loading())
-            self._error, self.building = self.building.error(), None
+            error, self.building = self.building.error(), None
+            if error is not None and not (getattr(error, "retry", False) and not self._rebuilt):
+                self._error = error
         if self._error is not None:
-            raise self._error
+            raise self._error.with_traceback(None)  # (a re-raise would grow its traceback)
         self.entry = self.fetch()
         if self.entry is not None:
             try:
-                return unpack(self.entry.meta["state"], self.entry.arrays())
+                timeline = unpack(self.entry.meta["state"], self.entry.arrays())
+                self._rebuilt = False  # evicted again later: may be rebuilt again
+                return timeline
             except (OSError, ValueError, KeyError) as e:
                 log.warning("cached timeline in %s is unusable (%s); analysing again",
                             self.entry.folder, e)
-        try:
-            self.entry = self.rebuild()
-            return unpack(self.entry.meta["state"], self.entry.arrays())
-        except (OSError, ValueError, KeyError) as e:
+                self.entry.drop_arrays()
+        if self._rebuilt:  # analysed again, and still nothing in the cache
             raise StepscopeError("timeline unavailable", "The analysed timeline of this trace "
-                                 "is no longer in the cache and could not be rebuilt; reload "
-                                 "the page in a moment.", status=503) from e
+                                 "is not in the cache (is the cache folder full, or shared "
+                                 "with a server that evicts it?). Reload the page, or use a "
+                                 "bigger --cache-dir.", status=503)
+        self._rebuilt = True
+        self.building = self.rebuild()
+        raise NotReady(self.building.loading())
 
     def wait(self) -> None:
         """Wait until the worker building the timeline (if any) has ended."""

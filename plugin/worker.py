@@ -31,7 +31,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any
 
-from .cache import DEFAULT_MAX_BYTES, DiskCache, Entry
+from .cache import DEFAULT_MAX_BYTES, DiskCache
 from .cached import LazyTimeline, TimelineSlots, load_views, timeline_key
 from .errors import Loading, StepscopeError, TraceError
 from .packing import pack
@@ -262,6 +262,48 @@ class MemoryBudget:
             release()
 
 
+class Rebuild:
+    """A timeline analysed again in the background (:class:`~stepscope.cached.Building`):
+    ``start()`` runs in a thread (it may wait for the memory budget and a worker)."""
+
+    def __init__(self, start: Callable[[], Task]):
+        self.started = time.monotonic()
+        self._task: Task | None = None
+        self._thread = threading.Thread(target=self._run, args=(start,), daemon=True,
+                                        name="stepscope-rebuild")
+        self._error: StepscopeError | None = None
+        self._thread.start()
+
+    def _run(self, start: Callable[[], Task]) -> None:
+        try:
+            self._task = start()
+            self._error = self._task.error()  # waits for the worker to end
+        except StepscopeError as e:
+            self._error = e
+        except Exception:  # noqa: BLE001 - reported to the trace view as a 500
+            log.exception("analysing a timeline again failed")
+            self._error = _bug()
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def loading(self) -> Loading:
+        task = self._task
+        fraction = task.loading().fraction if task is not None and task.views_ready.is_set() \
+            else TIMELINE_FROM
+        return Loading("analyse", fraction, time.monotonic() - self.started)
+
+    def error(self) -> StepscopeError | None:
+        self._thread.join()
+        return self._error
+
+
+def _bug() -> StepscopeError:
+    return StepscopeError("internal error while analysing", "This is a bug in Stepscope, not "
+                          "a problem with the trace; please report it with the server log.",
+                          status=500)
+
+
 class Task:
     """The server's side of one trace analysed by a worker process.
 
@@ -305,6 +347,9 @@ class Task:
                               "of memory. Profile fewer steps or run with --jobs 1."}
         except CancelledError:  # the server is shutting down
             return {"status": 503, "error": "server shutting down", "detail": "Restart the server."}
+        except Exception:  # a bug in the worker's code (not in the trace)
+            log.exception("analysis worker failed")
+            return {"status": 500, **_bug().body()}
 
     def broken(self) -> bool:
         """Did the worker pool break under this task (a worker process was killed)?"""
@@ -316,8 +361,11 @@ class Task:
         result = dict(self.result())
         if result.pop("ok", False):
             return None
-        return StepscopeError(result.pop("error", "analysis failed"), result.pop("detail", ""),
-                              status=result.pop("status", 422), **result)
+        error = StepscopeError(result.pop("error", "analysis failed"),
+                               result.pop("detail", ""), status=result.pop("status", 422),
+                               **result)
+        error.retry = self.broken()  # the pool broke (maybe under another trace): try again
+        return error
 
 
 class Analyser:
@@ -380,7 +428,7 @@ class Analyser:
             return None
         progress("cache", TIMELINE_FROM)
         timeline = LazyTimeline(lambda: self.cache.get(path, timeline_key(key)),
-                                lambda: self._rebuild(path), self.timelines, building)
+                                lambda: self._rebuild(path, key), self.timelines, building)
         try:
             return load_views(entry, timeline)
         except (KeyError, ValueError, TypeError, OSError) as e:
@@ -388,17 +436,20 @@ class Analyser:
             self.cache.discard(path, key)
             return None
 
-    def _rebuild(self, path: str) -> Entry:
-        """Analyse ``path`` again for a timeline whose entry vanished or is corrupt (runs on
-        the request thread that needs it; the analysis itself in a worker process)."""
-        key = self.cache.key(path)
-        self.cache.discard(path, key)
-        self.cache.discard(path, timeline_key(key))
-        error = self._run_child(path, key, lambda phase, f: None).error()  # waits for it all
-        entry = self.cache.get(path, timeline_key(key))
-        if entry is None:
-            raise error or OSError(f"no cache entry for {path} after analysing it")
-        return entry
+    def _rebuild(self, path: str, key: str) -> Rebuild:
+        """Analyse ``path`` again, in the background, for a timeline whose entry is gone
+        (evicted, corrupt, or never stored: a worker killed after the payloads). Only for
+        the file version of ``key``: a changed file gets a new job from the store anyway."""
+        try:
+            same = self.cache.key(path) == key
+        except OSError:
+            same = False
+        if not same:
+            raise StepscopeError("trace file changed", "The trace file changed (or vanished) "
+                                 "since it was analysed; reload the page to see the new "
+                                 "version.", status=503)
+        self.cache.discard(path, timeline_key(key))  # a corrupt one would block the new one
+        return Rebuild(lambda: self._run_child(path, key, lambda phase, f: None))
 
     def _run_child(self, path: str, key: str, progress: Progress) -> Task:
         """Start analysing ``path`` in a worker process (within the memory budget); return
@@ -457,6 +508,9 @@ class Analyser:
         with self._lock:
             if self._pool is broken:
                 self._pool = None
+                queue, self._queue = self._queue, None
+                if queue is not None:
+                    queue.put(None)  # ends its drain thread
         broken.shutdown(wait=False, cancel_futures=True)
 
     def _drain(self, queue: Any) -> None:

@@ -140,3 +140,17 @@ def test_memory_budget_serialises_big_jobs_but_not_small_ones():
     assert budget.used == 0
     with budget.reserve(5000):  # bigger than the budget: runs alone, does not hang
         assert budget.used == 1000
+
+
+def test_older_cache_formats_are_removed(tmp_path, trace_file):
+    """A cache folder left by an older format (v1 before the timeline had its own entry)
+    is read by nothing any more: it goes at the next write, other folders stay."""
+    root = tmp_path / "c"
+    old = root / "v1" / "ab" / "entry"
+    old.mkdir(parents=True)
+    (old / "big.npy").write_bytes(b"x" * 1000)
+    (root / "notes").mkdir()
+    cache = DiskCache(str(root))
+    cache.put(trace_file, {"state": 1}, {"a": np.arange(3)})
+    assert not (root / "v1").exists() and (root / "notes").exists()
+    assert cache.get(trace_file).meta == {"state": 1}

@@ -32,6 +32,16 @@ def _run(analyser, path):
     return views, phases
 
 
+def _timeline(views, params):
+    """``trace/timeline`` of ``views``, waiting while it is (re)built in the background."""
+    for _ in range(3):
+        try:
+            return views.get("trace/timeline", params)
+        except NotReady:
+            views.timeline.wait()
+    raise AssertionError("the timeline never became ready")
+
+
 def _payloads(views) -> bytes:
     return orjson.dumps([views.get(r, {}) for r in ("overview", "operation/table",
                                                     "kernel/table", "kernel")],
@@ -79,9 +89,10 @@ def test_corrupt_entry_is_rebuilt(analyser, tmp_path):
     again, phases = _run(analyser, path)
     assert [p for p, _ in phases] == ["cache"]  # the payloads are fine and load at once
     assert _payloads(again) == _payloads(good)
-    # the corrupt array is found when the timeline loads, which then analyses again
-    assert again.get("trace/timeline", {"width": "300"}) == \
-        good.get("trace/timeline", {"width": "300"})
+    # the corrupt array is found when the timeline loads: 202 while it is analysed again
+    with pytest.raises(NotReady):
+        again.get("trace/timeline", {"width": "300"})
+    assert _timeline(again, {"width": "300"}) == good.get("trace/timeline", {"width": "300"})
 
 
 def test_unusable_file_is_a_422_from_the_worker(analyser, tmp_path):
@@ -140,9 +151,37 @@ def test_timeline_of_an_evicted_entry_is_rebuilt(analyser, tmp_path):
     path = tmp_path / "w.pt.trace.json"
     shutil.copy(DLRM0, path)
     views, _ = _run(analyser, path)
+    want = views.get("trace/timeline", {"width": "300"})
+    views.timeline.unload()
     shutil.rmtree(analyser.cache._folder(timeline_key(analyser.cache.key(str(path)))))  # evicted
-    answer = views.get("trace/timeline", {"width": "300"})
-    assert sum(len(lane.get("blocks", [])) for lane in answer["lanes"]) > 0
+    with pytest.raises(NotReady):  # analysed again in the background, not on this thread
+        views.get("trace/timeline", {"width": "300"})
+    assert _timeline(views, {"width": "300"}) == want
+
+
+def test_timeline_of_a_changed_file_is_not_rebuilt_from_the_new_version(analyser, tmp_path):
+    path = tmp_path / "w.pt.trace.json"
+    shutil.copy(DLRM0, path)
+    views, _ = _run(analyser, path)
+    shutil.rmtree(analyser.cache._folder(timeline_key(analyser.cache.key(str(path)))))
+    os.utime(path, ns=(1, 1))  # a new version: the store will analyse it as a new job
+    with pytest.raises(StepscopeError) as e:
+        views.get("trace/timeline", {"width": "300"})
+    assert e.value.status == 503 and "changed" in e.value.error
+
+
+def test_a_broken_pool_is_not_the_timelines_own_error(analyser, tmp_path):
+    """A worker killed for another trace breaks the pool under every task: a timeline
+    stored before that loads; one not stored is analysed again (not a sticky error)."""
+    path = tmp_path / "w.pt.trace.json"
+    shutil.copy(DLRM0, path)
+    views, _ = _run(analyser, path)
+    want = views.get("trace/timeline", {"width": "300"})
+    died = StepscopeError("analysis process died", "killed", status=422)
+    died.retry = True
+    building = FakeBuilding(died)
+    building.finished.set()
+    assert _lazy(analyser, path, building).query(None, None, 300) == want
 
 
 class FakeBuilding:
