@@ -64,6 +64,16 @@ class StepscopeError(Exception):
         return out
 
 
+class AnalysisBug(StepscopeError):
+    """An unexpected exception while analysing a file: a bug in Stepscope, 500."""
+
+    status = 500
+
+    def __init__(self, error: str, detail: str = "This is a bug in Stepscope, not a problem "
+                 "with the trace; please report it with the server log.", **kwargs):
+        super().__init__(error, detail, **kwargs)
+
+
 class TraceError(StepscopeError):
     """A trace file with nothing usable in it (empty, not JSON, not a trace, no events): 422."""
 

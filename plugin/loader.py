@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .discovery import Scanner, Snapshot, shadow_note
-from .errors import Loading, NotFound, StepscopeError
+from .errors import AnalysisBug, Loading, NotFound, StepscopeError
 from .worker import Progress, analyse_file, default_jobs
 
 log = logging.getLogger(__name__)
@@ -48,12 +48,6 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str, str]  # (run, worker, span)
 #: How long a request waits for the very first scan before answering with what is known (s).
 FIRST_SCAN_WAIT_S = 10.0
-
-
-class AnalysisBug(StepscopeError):
-    """An unexpected exception while analysing a file: a bug in Stepscope, 500."""
-
-    status = 500
 
 
 @dataclass
@@ -239,9 +233,7 @@ class Store:
         except Exception:
             log.exception("analysing %s failed", job.info.path)
             result, error = None, AnalysisBug(
-                f"{name}: internal error while analysing the file",
-                "This is a bug in Stepscope, not a problem with the trace; please report it "
-                "with the server log.", file=name)
+                f"{name}: internal error while analysing the file", file=name)
         with self._lock:
             job.result, job.error = result, error
             job.fraction = 1.0

@@ -6,8 +6,8 @@ threaded server), which packs its results into the disk cache (:mod:`.packing`,
 :mod:`.cache`: JSON + ``.npy``, no pickle) in two stages: first the view payloads, then the
 timeline of the trace view. The server serves the payloads as soon as they are stored
 (the overview appears), while the child goes on with the timeline; until it is stored,
-``trace/*`` routes answer 202 (phase ``analyse``, fraction from 0.95 on). Only a small status dict travels back
-over the pipe, and progress over a queue. A cache hit skips the child entirely.
+``trace/*`` routes answer 202 (phase ``analyse``, fraction from 0.95 on). Only a small
+status dict travels back over the pipe, and progress over a queue. A cache hit skips the child entirely.
 
 ``--no-cache`` uses a private temporary cache folder, removed at exit. A loaded entry's
 timeline arrays are memory-mapped only when a ``trace/*`` route needs them
@@ -28,12 +28,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
 from typing import Any
 
 from .cache import DEFAULT_MAX_BYTES, DiskCache
 from .cached import LazyTimeline, TimelineSlots, load_views, timeline_key
-from .errors import Loading, StepscopeError, TraceError
+from .errors import AnalysisBug, Loading, StepscopeError, TraceError
 from .packing import pack
 from .reader import read_trace
 
@@ -252,15 +251,6 @@ class MemoryBudget:
                 self._cond.notify_all()
         return release
 
-    @contextmanager
-    def reserve(self, need: int):
-        """:meth:`acquire` for the duration of a ``with`` block."""
-        release = self.acquire(need)
-        try:
-            yield
-        finally:
-            release()
-
 
 class Rebuild:
     """A timeline analysed again in the background (:class:`~stepscope.cached.Building`):
@@ -282,7 +272,7 @@ class Rebuild:
             self._error = e
         except Exception:  # noqa: BLE001 - reported to the trace view as a 500
             log.exception("analysing a timeline again failed")
-            self._error = _bug()
+            self._error = AnalysisBug("internal error while analysing")
 
     def done(self) -> bool:
         return not self._thread.is_alive()
@@ -296,12 +286,6 @@ class Rebuild:
     def error(self) -> StepscopeError | None:
         self._thread.join()
         return self._error
-
-
-def _bug() -> StepscopeError:
-    return StepscopeError("internal error while analysing", "This is a bug in Stepscope, not "
-                          "a problem with the trace; please report it with the server log.",
-                          status=500)
 
 
 class Task:
@@ -349,7 +333,7 @@ class Task:
             return {"status": 503, "error": "server shutting down", "detail": "Restart the server."}
         except Exception:  # a bug in the worker's code (not in the trace)
             log.exception("analysis worker failed")
-            return {"status": 500, **_bug().body()}
+            return {"status": 500, **AnalysisBug("internal error while analysing").body()}
 
     def broken(self) -> bool:
         """Did the worker pool break under this task (a worker process was killed)?"""

@@ -121,10 +121,13 @@ def test_memory_budget_serialises_big_jobs_but_not_small_ones():
     order = []
 
     def job(name, need, hold):
-        with budget.reserve(need):
+        release = budget.acquire(need)
+        try:
             order.append(("start", name))
             time.sleep(hold)
             order.append(("end", name))
+        finally:
+            release()
 
     big1 = threading.Thread(target=job, args=("big1", 700, 0.3))
     big1.start()
@@ -138,8 +141,9 @@ def test_memory_budget_serialises_big_jobs_but_not_small_ones():
     assert order.index(("end", "small")) < order.index(("end", "big1"))  # small did not wait
     assert order.index(("start", "big2")) > order.index(("end", "big1"))  # big2 waited
     assert budget.used == 0
-    with budget.reserve(5000):  # bigger than the budget: runs alone, does not hang
-        assert budget.used == 1000
+    release = budget.acquire(5000)  # bigger than the budget: runs alone, does not hang
+    assert budget.used == 1000
+    release()
 
 
 def test_older_cache_formats_are_removed(tmp_path, trace_file):
