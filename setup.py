@@ -23,7 +23,7 @@ setup(
     if os.path.exists(os.path.join(HERE, "README.md")) else "",
     long_description_content_type="text/markdown",
     license="BSD-3-Clause",
-    python_requires=">=3.9",
+    python_requires=">=3.10",  # numpy>=2.1 (np.strings) needs Python 3.10
     packages=["stepscope"] + [
         "stepscope." + os.path.relpath(root, os.path.join(HERE, "plugin")).replace(os.sep, ".")
         for root, _d, files in os.walk(os.path.join(HERE, "plugin"))
@@ -33,12 +33,12 @@ setup(
     package_dir={"stepscope": "plugin", "stepscope.frontend": "frontend"},
     package_data={"stepscope": ["*.md"], "stepscope.frontend": ["*", "**/*"]},
     install_requires=[
-        "tensorboard>=2.11",
+        "tensorboard>=2.18",  # the first TensorBoard that runs on numpy 2
         "flask>=2.2",
         "werkzeug>=2.2",
         "waitress>=2.1",
-        "plotly>=5",
-        "numpy>=1.22",
+        "plotly>=5,<8",  # only its bundled plotly.min.js is used (assets.py)
+        "numpy>=2.1",  # np.strings (columns.py)
         "msgspec>=0.18",
         "orjson>=3.8",
         "isal>=1.6",  # fast gzip inflate (rawfile.py falls back to zlib without it)

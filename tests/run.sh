@@ -15,9 +15,14 @@ echo "== python packages"
 python3 -m pip install -q torch==2.13.0
 python3 -m pip install -q -e ".[test,samples]"
 
-echo "== chromium (browser tests)"
+echo "== chromium (browser tests) and node (frontend unit tests)"
+mkdir -p "$ROOT/test-output"
 CHROMIUM=/usr/bin/chromium
-if [ ! -x "$CHROMIUM" ]; then
+APT_LOG="$ROOT/test-output/apt.log"
+missing=()
+[ -x "$CHROMIUM" ] || missing+=(chromium)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+if [ "${#missing[@]}" -gt 0 ]; then
   SUDO=()
   if [ "$(id -u)" -ne 0 ]; then
     if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
@@ -26,33 +31,51 @@ if [ ! -x "$CHROMIUM" ]; then
       SUDO=(none)
     fi
   fi
+  echo "installing ${missing[*]} with apt-get (output in $APT_LOG)"
   if [ "${SUDO[0]:-}" != none ] && command -v apt-get >/dev/null 2>&1 &&
-    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null &&
-    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium </dev/null; then
-    echo "installed $CHROMIUM"
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null >"$APT_LOG" 2>&1 &&
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" </dev/null >>"$APT_LOG" 2>&1; then
+    echo "installed ${missing[*]}"
   elif [ "${CI:-}" = true ] || [ "$(id -u)" -eq 0 ]; then
-    echo "ERROR: could not install chromium with apt-get; browser tests need $CHROMIUM" >&2
+    echo "ERROR: could not install ${missing[*]} with apt-get (see $APT_LOG)" >&2
     exit 1
   else
-    echo "WARNING: $CHROMIUM is missing and cannot be installed here (not root, no sudo, or no apt-get)." >&2
-    echo "WARNING: browser tests will be skipped. Install it with: sudo apt-get install -y chromium" >&2
+    echo "WARNING: ${missing[*]} missing and cannot be installed here (not root, no sudo, or no apt-get)." >&2
+    echo "WARNING: browser / frontend unit tests will be skipped. Install with: sudo apt-get install -y ${missing[*]}" >&2
   fi
 fi
 if [ -x "$CHROMIUM" ]; then
   export STEPSCOPE_CHROMIUM="$CHROMIUM"
 fi
 
-mkdir -p "$ROOT/test-output"
 export STEPSCOPE_TEST_OUTPUT="$ROOT/test-output"
 
 echo "== ruff"
 lint_rc=0
 python3 -m ruff check plugin tests benchmarks samples || lint_rc=$?
 
+# The suite once more against the lowest versions setup.py allows (tests/floor-requirements.txt),
+# without the browser and torch tests (they don't depend on these floors). Only for a full run.
+floor_rc=0
+if [ "$#" -eq 0 ] && [ "${STEPSCOPE_SKIP_FLOOR:-}" != 1 ]; then
+  echo "== pytest against the dependency floors (tests/floor-requirements.txt)"
+  FLOOR_VENV="$ROOT/.venv-floor"
+  python3 -m venv "$FLOOR_VENV"
+  "$FLOOR_VENV/bin/python" -m pip install -q -r tests/floor-requirements.txt pytest hypothesis psutil
+  "$FLOOR_VENV/bin/python" -m pip install -q --no-deps -e .
+  "$FLOOR_VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not browser and not torch" \
+    -o addopts="" || floor_rc=$?
+  echo "floor run exit status: $floor_rc"
+fi
+
 # pytest runs last so its summary line closes the output (CI reads it).
 echo "== pytest"
 test_rc=0
 python3 -m pytest -q "$@" || test_rc=$?
+if [ "$floor_rc" -ne 0 ]; then
+  echo "the suite failed against the dependency floors (exit $floor_rc)" >&2
+  exit "$floor_rc"
+fi
 if [ "$lint_rc" -ne 0 ]; then
   echo "ruff found problems (exit $lint_rc)" >&2
   exit "$lint_rc"
