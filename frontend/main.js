@@ -8,12 +8,10 @@ import { spanLabel } from "./lib/format.js";
 import { emptyState, errorPanel, loadingLine, progressPanel } from "./lib/status.js";
 import { buildQuery, parseState, urlFor, withPatch, withoutViewKeys, writeState } from "./lib/urlstate.js";
 
-const VIEWS = {
-  Overview: () => import("./views/overview.js"),
-  Operator: () => import("./views/operator.js"),
-  Kernel: () => import("./views/kernel.js"),
-  Trace: () => import("./views/trace.js"),
-};
+// A view's module is views/<name in lower case>.js (the server's view registry, which
+// lists the views of a span in `views`, declares the same module name for each).
+const VIEW_NAME = /^[A-Za-z]+$/;
+const loadView = (name) => (VIEW_NAME.test(name) ? import(`./views/${name.toLowerCase()}.js`) : null);
 const RUNS_REFRESH_MS = 10000;
 
 const $ = (id) => document.getElementById(id);
@@ -189,12 +187,12 @@ async function showView(token) {
     rerender: () => showView(++navToken),
   };
   try {
-    const loader = VIEWS[view];
+    const loader = loadView(view);
     if (!loader) {
       setChildren(root, emptyState(`The ${view} view is not available in this version of the dashboard`));
       return;
     }
-    const module = await loader();
+    const module = await loader;
     if (!ctx.alive()) return;
     await module.render(root, ctx);
   } catch (err) {

@@ -34,7 +34,7 @@ from . import __version__
 from .assets import frontend_dir, mime_type, plotly_js
 from .errors import BadParameter, Forbidden, Loading, NotFound, NotReady, StepscopeError
 from .loader import Ready, Store
-from .views import ViewSet  # the view routes are whatever ViewSet answers
+from .views import ROUTES as VIEW_ROUTES  # the view registry's routes
 from .worker import Analyser, Progress, default_jobs
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def create_app(logdir: str, *, reload_interval: float = 5.0, jobs: int | None = 
                         ("trace/download", trace_download),
                         ("vendor/plotly.min.js", plotly_file)):
         app.add_url_rule(f"{PREFIX}/{route}", route, func)
-    for route in ViewSet.ROUTES:
+    for route in VIEW_ROUTES:
         app.add_url_rule(f"{PREFIX}/{route}", f"view:{route}", view_route(route))
     app.add_url_rule(f"{PREFIX}/", "dashboard", dashboard)
     app.add_url_rule(f"{PREFIX}/<path:filename>", "static", static_file)
@@ -132,7 +132,7 @@ def version() -> Response:
 
 
 def view_route(route: str) -> Callable[[], Response]:
-    """The handler of one ``ViewSet`` route: precomputed payload of the requested span."""
+    """The handler of one view route (see the registry in :mod:`.views`) for the requested span."""
     def handler() -> Response:
         ready = lookup()
         if isinstance(ready, Response):

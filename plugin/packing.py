@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-_PACKAGE = __name__.rsplit(".", 1)[0]  # "stepscope"
+_PACKAGE = __name__.split(".")[0]  # "stepscope", wherever this module sits in it
 
 
 class PackError(ValueError):

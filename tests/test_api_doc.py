@@ -32,3 +32,33 @@ def test_every_route_is_documented(views_module, tmp_path):
 def test_every_view_route_is_registered(views_module, tmp_path):
     routes = registered_routes(views_module, tmp_path)
     assert {f"/{r}" for r in views_module.ViewSet.ROUTES} <= routes
+
+
+def test_every_registered_view_has_its_frontend_module():
+    """The frontend loads ``views/<name in lower case>.js`` for a tab the server lists."""
+    from stepscope.views import VIEWS
+
+    names = [v.name for v in VIEWS]
+    assert len(set(names)) == len(names)
+    for v in VIEWS:
+        assert v.frontend == v.name.lower(), v
+        assert (ROOT / "frontend" / "views" / f"{v.frontend}.js").is_file(), v
+
+
+def test_view_parameters_are_validated_once_with_the_allowed_values():
+    """A declared choice parameter answers 400 naming the allowed values, for every route."""
+    import pytest
+
+    from stepscope.errors import BadParameter
+    from stepscope.views import ROUTES
+
+    checked = 0
+    for path, (_view, route) in ROUTES.items():
+        for p in route.params:
+            if p.choices:
+                with pytest.raises(BadParameter) as e:
+                    route.validated({p.name: "no-such-value"})
+                assert all(c in e.value.detail for c in p.choices), path
+                assert route.validated({})[p.name] == p.choices[0]
+                checked += 1
+    assert checked >= 5  # operation, operation/table, operation/stack, kernel/table, kernel

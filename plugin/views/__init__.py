@@ -17,16 +17,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..analysis import Analysis, analyze
-from ..analysis.kernels import GROUP_BY as KERNEL_GROUP_BY
-from ..analysis.operators import GROUP_BY as OPERATOR_GROUP_BY
-from ..errors import BadParameter, NotFound
+from ..errors import NotFound
 from ..model import Trace
-from ..timeline import Timeline, build_timeline
-from .kernel import kernel_payloads
-from .operator import group_by_param, operation_payloads, operator_groups, stack_rows
-from .overview import notes, overview_payload
+from . import kernel, operator, overview, trace
+from .overview import notes
+from .registry import Param, Route, View
+from .trace import timeline_of
 
-__all__ = ["ViewSet", "build_views", "timeline_of"]
+__all__ = ["VIEWS", "ROUTES", "Param", "Route", "View", "ViewSet", "build_views", "timeline_of"]
+
+#: Every view, in tab order. A new view adds its module's ``VIEW`` here.
+VIEWS: tuple[View, ...] = (overview.VIEW, operator.VIEW, kernel.VIEW, trace.VIEW)
+#: Route path -> (view, route), for every view route.
+ROUTES: dict[str, tuple[View, Route]] = {r.path: (v, r) for v in VIEWS for r in v.routes}
 
 
 class ViewSet:
@@ -41,18 +44,14 @@ class ViewSet:
     as an entry of its own.
     """
 
-    ROUTES = ("overview", "operation", "operation/table", "operation/stack", "kernel/table",
-              "kernel", "kernel/tc_pie", "trace/timeline", "trace/event")
+    ROUTES = tuple(ROUTES)
 
     def __init__(self, analysis: Analysis, timeline: Any = None):
-        a = self.analysis = analysis
-        self._groups = operator_groups(a)
-        self._operation = operation_payloads(self._groups, a.gpu)
-        self._kernel = kernel_payloads(a)
-        self._overview = overview_payload(a)
-        self._notes = notes(a)
-        self._names = (["Overview", "Operator"] if a.has_host else []) + \
-            (["Kernel"] if a.has_kernels else []) + ["Trace"]
+        self.analysis = analysis
+        # every view's payloads are built (a route may be asked for a view not listed)
+        self._payloads = {v.name: v.build(analysis) for v in VIEWS}
+        self._names = [v.name for v in VIEWS if v.has_data(analysis)]
+        self._notes = notes(analysis)
         self.timeline = timeline
 
     def __getstate__(self) -> dict:
@@ -66,45 +65,21 @@ class ViewSet:
         """Data-quality notes ``[{"level", "code", "text"}]``: reader's, then analyses'."""
         return self._notes
 
+    def payload(self, view: str) -> Any:
+        """What ``view``'s ``build`` made for this trace."""
+        return self._payloads[view]
+
     def get(self, route: str, params: Mapping[str, str]) -> Any:
         """Payload of ``route`` for the query ``params`` (JSON-able; do not mutate).
 
         Raises :class:`~stepscope.errors.BadParameter` for a bad view parameter and
         :class:`~stepscope.errors.NotFound` for a route that is not a view route.
         """
-        if route == "overview":
-            return self._overview
-        if route in ("operation", "operation/table"):
-            return self._operation[group_by_param(params, OPERATOR_GROUP_BY)][route]
-        if route == "operation/stack":
-            return stack_rows(self._groups, params)
-        if route == "kernel/table":
-            return self._kernel[route][group_by_param(params, KERNEL_GROUP_BY)]
-        if route in ("kernel", "kernel/tc_pie"):
-            group_by_param(params, KERNEL_GROUP_BY)
-            return self._kernel[route]
-        if route == "trace/timeline":
-            return self.timeline.query(params.get("start") or None, params.get("end") or None,
-                                       params.get("width") or 1000)
-        if route == "trace/event":
-            return self.timeline.event(event_id_param(params))
-        raise NotFound(f"unknown view route {route!r}",
-                       f"Use one of: {', '.join(self.ROUTES)}.")
-
-
-def event_id_param(params: Mapping[str, str]) -> int:
-    """The ``id`` of ``trace/event``: a non-negative integer (400 otherwise)."""
-    raw = params.get("id")
-    if raw is None or not (raw.isascii() and raw.isdigit()):  # "²".isdigit(), int() fails
-        raise BadParameter("bad id", "Pass id=<event id>: the 6th element of a single-event "
-                           f"block in trace/timeline (got {raw!r}).")
-    return int(raw)
-
-
-def timeline_of(a: Analysis) -> Timeline:
-    """The trace view's timeline of an analysed trace (reuses its links and steps)."""
-    return build_timeline(a.trace, links=a.links,
-                          steps=zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist()))
+        if route not in ROUTES:
+            raise NotFound(f"unknown view route {route!r}",
+                           f"Use one of: {', '.join(ROUTES)}.")
+        _view, r = ROUTES[route]
+        return r.answer(self, r.validated(params))
 
 
 def build_views(trace: Trace) -> ViewSet:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from ..analysis import Analysis
 from ..analysis.kernels import GROUP_BY, kernel_pie, kernel_table, tensor_core_pie
+from .registry import Param, Route, View
+
+GROUP_BY_PARAM = Param("group_by", GROUP_BY, "rows per kernel name, or per name + operator")
 
 
 def kernel_payloads(a: Analysis) -> dict:
@@ -18,3 +21,16 @@ def kernel_payloads(a: Analysis) -> dict:
         "kernel": kernel_pie(a.trace),
         "kernel/tc_pie": tensor_core_pie(a.trace, a.tc_kernel),
     }
+
+
+VIEW = View(
+    name="Kernel", frontend="kernel",
+    build=kernel_payloads,
+    has_data=lambda a: a.has_kernels,
+    routes=(
+        Route("kernel/table", lambda v, p: v.payload("Kernel")["kernel/table"][p["group_by"]],
+              (GROUP_BY_PARAM,)),
+        Route("kernel", lambda v, p: v.payload("Kernel")["kernel"], (GROUP_BY_PARAM,)),
+        Route("kernel/tc_pie", lambda v, p: v.payload("Kernel")["kernel/tc_pie"]),
+    ),
+)

@@ -8,6 +8,9 @@ from collections.abc import Mapping
 from ..analysis import Analysis
 from ..analysis.operators import GROUP_BY, OperatorGroups, group_operators, operator_pies
 from ..errors import BadParameter
+from .registry import Param, Route, View
+
+GROUP_BY_PARAM = Param("group_by", GROUP_BY, "rows per operator name, or per name + input shape")
 
 
 def operator_groups(a: Analysis) -> dict[str, OperatorGroups]:
@@ -24,18 +27,9 @@ def operation_payloads(groups: dict[str, OperatorGroups], gpu: bool) -> dict[str
             for g, grp in groups.items()}
 
 
-def group_by_param(params: Mapping[str, str], choices: tuple[str, ...]) -> str:
-    """``group_by`` from the query (default: the first choice); 400 on an unknown value."""
-    value = params.get("group_by") or choices[0]
-    if value not in choices:
-        raise BadParameter(f"unknown group_by {value!r}",
-                           f"Use one of: {', '.join(choices)}.")
-    return value
-
-
-def stack_rows(groups: dict[str, OperatorGroups], params: Mapping[str, str]) -> list[dict]:
+def stack_rows(groups: dict[str, OperatorGroups], params: Mapping[str, str | None]) -> list[dict]:
     """``operation/stack``: per-call-stack rows of one operator (and input shape)."""
-    group_by = group_by_param(params, GROUP_BY)
+    group_by = params["group_by"]
     name = params.get("op_name")
     if not name:
         raise BadParameter("missing op_name",
@@ -43,3 +37,25 @@ def stack_rows(groups: dict[str, OperatorGroups], params: Mapping[str, str]) -> 
                            "group_by=OperationAndInputShape).")
     shape = params.get("input_shape") or "" if group_by == "OperationAndInputShape" else ""
     return groups[group_by].stacks.get((name, shape), [])
+
+
+def _payloads(a: Analysis) -> dict:
+    groups = operator_groups(a)
+    return {"groups": groups, "by_group": operation_payloads(groups, a.gpu)}
+
+
+VIEW = View(
+    name="Operator", frontend="operator",
+    build=_payloads,
+    has_data=lambda a: a.has_host,
+    routes=(
+        Route("operation", lambda v, p: v.payload("Operator")["by_group"][p["group_by"]]["operation"],
+              (GROUP_BY_PARAM,)),
+        Route("operation/table",
+              lambda v, p: v.payload("Operator")["by_group"][p["group_by"]]["operation/table"],
+              (GROUP_BY_PARAM,)),
+        Route("operation/stack", lambda v, p: stack_rows(v.payload("Operator")["groups"], p),
+              (GROUP_BY_PARAM, Param("op_name", doc="operator name (required)"),
+               Param("input_shape", doc="input shape, with group_by=OperationAndInputShape"))),
+    ),
+)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..analysis import Analysis
 from ..analysis.recommendations import to_html
 from ..analysis.units import div_round, pct, us
+from .registry import Route, View
 
 _TOOLTIP = ('<div class="visualization-tooltip" style="white-space: nowrap;">'
             "Step {step}<br>Total: {total}us<br><b>{cat}: {value}us</b><br>"
@@ -80,3 +81,11 @@ def overview_payload(a: Analysis) -> dict:
         "step_summary": {"kept": len(steps), "found": steps.found, "dropped": steps.dropped,
                          "whole_trace": steps.synthetic},
     }
+
+
+VIEW = View(
+    name="Overview", frontend="overview",
+    build=overview_payload,
+    has_data=lambda a: a.has_host,
+    routes=(Route("overview", lambda v, p: v.payload("Overview")),),
+)

@@ -1,0 +1,78 @@
+"""The shapes of the view registry: a view, its routes and their query parameters.
+
+Each view module (``overview``, ``operator``, ``kernel``, ``trace``, ...) declares one
+:class:`View`; :data:`stepscope.views.VIEWS` lists them in tab order. Everything else reads
+that list: the app registers one URL per :class:`Route`, ``views`` answers the names of the
+views whose ``has_data`` holds, the API-doc test checks every route is documented, and the
+frontend loads ``frontend/views/<View.frontend>.js`` for a tab.
+
+Adding a view = one analysis module, one view module declaring a ``View``, one frontend
+module, one line in ``VIEWS`` (and its routes in ``api.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import BadParameter
+
+
+@dataclass(frozen=True)
+class Param:
+    """A query parameter of a route.
+
+    ``choices``: the allowed values, the first being the default (validated: 400 naming
+    them); empty for free-form values that the route's ``answer`` checks itself.
+    ``doc``: one line for humans (API doc, error details).
+    """
+
+    name: str
+    choices: tuple[str, ...] = ()
+    doc: str = ""
+
+    def value(self, params: Mapping[str, str]) -> str | None:
+        """This parameter's value in ``params``: the default if absent; 400 if not allowed."""
+        raw = params.get(self.name) or None
+        if not self.choices:
+            return raw
+        if raw is None:
+            return self.choices[0]
+        if raw not in self.choices:
+            raise BadParameter(f"unknown {self.name} {raw!r}",
+                               f"Use one of: {', '.join(self.choices)}.")
+        return raw
+
+
+@dataclass(frozen=True)
+class Route:
+    """One URL of a view: ``answer(views, params) -> JSON-able``.
+
+    ``views`` is the span's :class:`~stepscope.views.ViewSet` (its precomputed payloads
+    and timeline); ``params`` holds every declared parameter, validated (defaults filled).
+    """
+
+    path: str
+    answer: Callable[[Any, dict[str, str | None]], Any]
+    params: tuple[Param, ...] = ()
+
+    def validated(self, params: Mapping[str, str]) -> dict[str, str | None]:
+        return {p.name: p.value(params) for p in self.params}
+
+
+@dataclass(frozen=True)
+class View:
+    """A dashboard view (a tab).
+
+    ``name``: as ``views`` lists it (``"Operator"``); ``frontend``: its module under
+    ``frontend/views/`` without ``.js``; ``build(analysis)``: its payloads, computed once in
+    the analysis worker and cached (JSON-able, or None when the routes read elsewhere, as
+    the timeline does); ``has_data(analysis)``: whether a span shows this view.
+    """
+
+    name: str
+    frontend: str
+    routes: tuple[Route, ...]
+    build: Callable[[Any], Any]
+    has_data: Callable[[Any], bool]

@@ -1,0 +1,45 @@
+"""Trace view (the timeline): its routes answer from the span's timeline, which the
+analysis worker builds and caches after the other payloads (see :mod:`stepscope.timeline`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..analysis import Analysis
+from ..errors import BadParameter
+from ..timeline import Timeline, build_timeline
+from .registry import Param, Route, View
+
+
+def timeline_of(a: Analysis) -> Timeline:
+    """The trace view's timeline of an analysed trace (reuses its links and steps)."""
+    return build_timeline(a.trace, links=a.links,
+                          steps=zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist()))
+
+
+def event_id_param(params: Mapping[str, str | None]) -> int:
+    """The ``id`` of ``trace/event``: a non-negative integer (400 otherwise)."""
+    raw = params.get("id")
+    if raw is None or not (raw.isascii() and raw.isdigit()):  # "²".isdigit(), int() fails
+        raise BadParameter("bad id", "Pass id=<event id>: the 6th element of a single-event "
+                           f"block in trace/timeline (got {raw!r}).")
+    return int(raw)
+
+
+def _window(views, p: Mapping[str, str | None]) -> dict:
+    return views.timeline.query(p["start"], p["end"], p["width"] or 1000)
+
+
+VIEW = View(
+    name="Trace", frontend="trace",
+    build=lambda a: None,  # the timeline is attached to the ViewSet, cached on its own
+    has_data=lambda a: True,
+    routes=(
+        Route("trace/timeline", _window,
+              (Param("start", doc="window start, µs from the trace start"),
+               Param("end", doc="window end, µs from the trace start"),
+               Param("width", doc="pixels across the window (default 1000)"))),
+        Route("trace/event", lambda v, p: v.timeline.event(event_id_param(p)),
+              (Param("id", doc="event id from trace/timeline"),)),
+    ),
+)
