@@ -45,12 +45,15 @@ setup(
     ],
     extras_require={
         "samples": ["torch>=2.0"],
+        # log directories as URLs (s3://, gs://, ...) through fsspec (stepscope.fs)
+        "remote": ["fsspec>=2023.1"],
         "test": [
             "pytest>=7",
             "hypothesis>=6",
             "playwright>=1.40",
             "psutil>=5",
             "ruff>=0.5",
+            "fsspec>=2023.1",
             "torch>=2.0",
         ],
     },

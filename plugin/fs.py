@@ -1,0 +1,190 @@
+"""The filesystem seam: discovery, reading, cache keys, downloads and the static-file guard
+reach files through a :class:`FileSystem`, never through ``os`` directly.
+
+:func:`filesystem` picks one for a log-directory location: :class:`LocalFS` (plain ``os``
+calls, the default and the fast path) for a local path or ``file://`` URL, and
+:class:`FsspecFS` over `fsspec <https://filesystem-spec.readthedocs.io>`_ for any other
+URL (``s3://``, ``gs://``, ``memory://`` ...; remote schemes need their fsspec package,
+e.g. ``pip install stepscope[remote]``).
+
+Example::
+
+    fs, root = filesystem("s3://bucket/logs")
+    for entry in fs.scandir(root):
+        print(entry.name, entry.is_dir, fs.stat(entry.path).size)
+    with fs.open(fs.join(root, "run1", "worker0.pt.trace.json.gz")) as f:
+        head = f.read(8192)
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO, Protocol
+
+
+@dataclass(frozen=True)
+class Stat:
+    """What a scan sees of a file: ``size`` in bytes, ``mtime_ns`` in ns since the epoch,
+    ``identity``: what else must stay equal for the file to count as unchanged (the inode
+    locally; the ETag or version id remotely, "" when the store has none)."""
+
+    size: int
+    mtime_ns: int
+    identity: int | str
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One name in a folder listing (symlinks already followed)."""
+
+    name: str
+    path: str
+    is_dir: bool
+    is_file: bool
+
+
+class FileSystem(Protocol):
+    """The file operations Stepscope needs, for one kind of storage."""
+
+    def open(self, path: str) -> BinaryIO: ...
+    def stat(self, path: str) -> Stat: ...
+    def scandir(self, folder: str) -> Iterator[Entry]: ...
+    def realpath(self, path: str) -> str: ...
+    def join(self, *parts: str) -> str: ...
+    def is_inside(self, root: str, path: str) -> bool: ...
+
+
+class LocalFS:
+    """The local disk through ``os`` (symlinks followed; ``realpath`` resolves them)."""
+
+    remote = False
+
+    def open(self, path: str) -> BinaryIO:
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+
+    def stat(self, path: str) -> Stat:
+        st = os.stat(path)
+        return Stat(st.st_size, st.st_mtime_ns, st.st_ino)
+
+    def scandir(self, folder: str) -> Iterator[Entry]:
+        with os.scandir(folder) as it:
+            entries = list(it)
+        for e in entries:
+            try:
+                is_dir = e.is_dir()  # follows symlinks
+                is_file = e.is_file()
+            except OSError:  # a dangling link, a permission problem: not a file
+                is_dir = is_file = False
+            yield Entry(e.name, e.path, is_dir, is_file)
+
+    def realpath(self, path: str) -> str:
+        return os.path.realpath(path)
+
+    def join(self, *parts: str) -> str:
+        return os.path.join(*parts)
+
+    def is_inside(self, root: str, path: str) -> bool:
+        """Whether ``path``, with every symlink resolved, lies inside ``root`` (resolved)."""
+        real_root = os.path.realpath(root)
+        real = os.path.realpath(path)
+        return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+    def is_regular_file(self, path: str) -> bool:
+        try:
+            return stat_mod.S_ISREG(os.stat(path).st_mode)
+        except OSError:
+            return False
+
+
+class FsspecFS:
+    """Any fsspec filesystem (object stores have no symlinks: ``realpath`` is the path)."""
+
+    remote = True
+
+    def __init__(self, fs, protocol: str):
+        self.fs = fs
+        self.protocol = protocol
+
+    def url(self, path: str) -> str:
+        """``path`` as a URL with this filesystem's scheme (for messages and cache keys)."""
+        return path if "://" in path else f"{self.protocol}://{path}"
+
+    def open(self, path: str) -> BinaryIO:
+        return self.fs.open(path, "rb")
+
+    def stat(self, path: str) -> Stat:
+        info = self.fs.info(path)
+        return _stat_of(info)
+
+    def scandir(self, folder: str) -> Iterator[Entry]:
+        for info in self.fs.ls(folder, detail=True):
+            path = info["name"]
+            name = path.rstrip("/").rsplit("/", 1)[-1]
+            kind = info.get("type")
+            yield Entry(name, path, kind == "directory", kind == "file")
+
+    def realpath(self, path: str) -> str:
+        return path.rstrip("/") or path
+
+    def join(self, *parts: str) -> str:
+        return "/".join(p.strip("/") if i else p.rstrip("/") for i, p in enumerate(parts))
+
+    def is_inside(self, root: str, path: str) -> bool:
+        root, path = root.rstrip("/"), path.rstrip("/")
+        return path == root or (path.startswith(root + "/") and "/../" not in path + "/")
+
+    def is_regular_file(self, path: str) -> bool:
+        try:
+            return self.fs.info(path).get("type") == "file"
+        except (OSError, ValueError):
+            return False
+
+
+def _stat_of(info: dict) -> Stat:
+    """A :class:`Stat` from an fsspec ``info`` dict (keys differ between stores)."""
+    mtime = info.get("mtime") or info.get("LastModified") or info.get("last_modified") \
+        or info.get("created") or 0
+    if hasattr(mtime, "timestamp"):  # datetime (s3fs, adlfs)
+        mtime = mtime.timestamp()
+    try:
+        mtime_ns = int(float(mtime) * 1e9)
+    except (TypeError, ValueError):  # a string date some stores give: size + ETag decide
+        mtime_ns = 0
+    identity = info.get("ETag") or info.get("etag") or info.get("VersionId") \
+        or info.get("generation") or info.get("md5Hash") or ""
+    return Stat(int(info.get("size") or 0), mtime_ns, str(identity).strip('"'))
+
+
+def is_url(location: str) -> bool:
+    """Whether ``location`` names a filesystem by URL scheme (``s3://...``), not a local path."""
+    scheme, sep, _ = location.partition("://")
+    return bool(sep) and scheme.isascii() and scheme.replace("+", "").isalnum() and len(scheme) > 1
+
+
+LOCAL = LocalFS()
+
+
+def filesystem(location: str) -> tuple[LocalFS | FsspecFS, str]:
+    """``(filesystem, root path in it)`` for a log-directory location (path or URL).
+
+    Raises ``ValueError`` with what to install when the scheme needs a missing package.
+    """
+    if not is_url(location):
+        return LOCAL, os.path.abspath(location)
+    scheme, _, rest = location.partition("://")
+    if scheme == "file":
+        return LOCAL, os.path.abspath(rest)
+    try:
+        import fsspec
+    except ImportError:
+        raise ValueError(f"{location}: reading {scheme}:// needs fsspec; "
+                         "install it with: pip install 'stepscope[remote]'") from None
+    try:
+        fs, path = fsspec.core.url_to_fs(location)
+    except (ImportError, ValueError) as e:
+        raise ValueError(f"{scheme}:// needs a filesystem package ({e}); "
+                         "install it with: pip install 'stepscope[remote]'") from None
+    return FsspecFS(fs, scheme), path
