@@ -19,6 +19,7 @@ from typing import Any
 from ..analysis import Analysis, analyze
 from ..errors import NotFound
 from ..model import Trace
+from ..runlevel import summaries_of
 from . import kernel, operator, overview, trace
 from .overview import notes
 from .registry import Param, Route, View
@@ -52,6 +53,8 @@ class ViewSet:
         self._payloads = {v.name: v.build(analysis) for v in VIEWS}
         self._names = [v.name for v in VIEWS if v.has_data(analysis)]
         self._notes = notes(analysis)
+        #: compact per-trace summaries of the run-level analyses (:mod:`stepscope.runlevel`)
+        self.summaries = summaries_of(analysis)
         self.timeline = timeline
 
     def __getstate__(self) -> dict:
