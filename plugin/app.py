@@ -30,7 +30,7 @@ from flask import Flask, Response, current_app, redirect, request, send_file
 from werkzeug.exceptions import HTTPException
 from werkzeug.security import safe_join
 
-from . import __version__
+from . import __version__, runlevel
 from .assets import frontend_dir, mime_type, plotly_js
 from .errors import BadParameter, Forbidden, Loading, NotFound, NotReady, StepscopeError
 from .loader import Ready, Store
@@ -79,6 +79,9 @@ def create_app(logdir: str, *, reload_interval: float = 5.0, jobs: int | None = 
         app.add_url_rule(f"{PREFIX}/{route}", route, func)
     for route in VIEW_ROUTES:
         app.add_url_rule(f"{PREFIX}/{route}", f"view:{route}", view_route(route))
+    for analysis in runlevel.RUNLEVEL:
+        for r in analysis.routes:
+            app.add_url_rule(f"{PREFIX}/{r.path}", f"run:{r.path}", run_route(analysis, r))
     app.add_url_rule(f"{PREFIX}/", "dashboard", dashboard)
     app.add_url_rule(f"{PREFIX}/<path:filename>", "static", static_file)
     app.add_url_rule("/", "root", root)
@@ -142,6 +145,18 @@ def view_route(route: str) -> Callable[[], Response]:
         except NotReady as e:  # the timeline is still being built
             return loading_response(e.loading)
     handler.__name__ = f"view_{route.replace('/', '_')}"
+    return handler
+
+
+def run_route(analysis, route) -> Callable[[], Response]:
+    """The handler of a run-level route (:mod:`.runlevel`): the run's combined summaries."""
+    def handler() -> Response:
+        (run,) = params("run")
+        result = app_store(current_app).run_result(run, analysis)
+        if isinstance(result, Loading):
+            return loading_response(result)
+        return json_response(route.answer(result, route.validated(request.args)))
+    handler.__name__ = f"run_{route.path.replace('/', '_')}"
     return handler
 
 

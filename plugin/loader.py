@@ -117,6 +117,7 @@ class Store:
         self._seen: dict[Key, Any] = {}  # key -> FileInfo observed by the previous poll
         self._first_seen: dict[Key, float] = {}  # key -> monotonic time of its discovery
         self._jobs: dict[Key, Job] = {}
+        self._run_results: dict[tuple, Any] = {}  # (analysis, run, jobs) -> combination
         self._heap: list[tuple[int, int, Job]] = []
         self._seq = itertools.count()
         self._requests = itertools.count(1)
@@ -332,6 +333,42 @@ class Store:
                 raise job.error
             self._prioritise(key)
             return job.loading()
+
+    def run_result(self, run: str, analysis: Any) -> Any:
+        """The combination of a run-level ``analysis`` (:mod:`stepscope.runlevel`) over
+        every span of ``run``, from the spans' cached summaries; or a :class:`Loading`
+        (the least advanced span's progress) while some are not analysed yet.
+
+        Spans that failed are passed to ``combine`` as ``(worker, span, error)``; the
+        combination is kept until a span of the run changes (new job objects).
+        """
+        keys = [(run, w, s) for w in self._run_of(run) for s in self._worker_of(run, w)]
+        with self._lock:
+            jobs = [self._jobs.get(k) for k in keys]
+            waiting = [j for j in jobs if j is None or j.phase not in ("ready", "failed")]
+            if waiting:
+                known = [j for j in waiting if j is not None]
+                slowest = min(known, key=lambda j: j.fraction) if known else None
+                return slowest.loading() if slowest else Loading("queued", 0.0, 0.0)
+            memo_key = (analysis.name, run, tuple((j.key, j.queued_at) for j in jobs))
+            cached = self._run_results.get(memo_key)
+        if cached is not None:
+            return cached
+        from .runlevel import TraceSummary  # the views pull in every analysis
+
+        summaries, failed = [], []
+        for (_run, worker, span), job in zip(keys, jobs):
+            if job.phase == "ready":
+                summary = getattr(job.result.viewset, "summaries", {}).get(analysis.name)
+                summaries.append(TraceSummary(worker, span, summary))
+            else:
+                failed.append((worker, span, str(job.error)))
+        result = analysis.combine(summaries, failed)
+        with self._lock:
+            for k in [k for k in self._run_results if k[:2] == memo_key[:2]]:
+                del self._run_results[k]  # an older version of this run's combination
+            self._run_results[memo_key] = result
+        return result
 
     def _prioritise(self, key: Key) -> None:
         """Queue the requested span first, then its worker's other spans (lock held)."""
