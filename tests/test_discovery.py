@@ -257,3 +257,60 @@ def test_has_traces(tmp_path):
     write(tmp_path / "a" / "b" / "libkineto_activities_1.json")
     assert has_traces(str(tmp_path))
     assert has_traces(str(SHARED))
+
+
+def test_names_that_are_not_utf8_round_trip(tmp_path):
+    """Issue 12: Latin-1 folder and file names are shown with U+FFFD, made unique, and keep
+    their real paths (the bytes open the file)."""
+    root = os.fsencode(tmp_path)
+    for folder in (b"caf\xe9", b"caf\xe8", "café".encode()):
+        os.makedirs(os.path.join(root, folder))
+    for folder, name in ((b"caf\xe9", b"w\xe9.pt.trace.json"), (b"caf\xe9", b"w\xe8.pt.trace.json"),
+                         (b"caf\xe8", b"worker0.pt.trace.json"),
+                         ("café".encode(), b"worker0.pt.trace.json"),
+                         (b"caf\xe9", b"notes\xff.json")):
+        with open(os.path.join(root, folder, name), "wb") as f:
+            f.write(b'{"x": 1}' if name.startswith(b"notes") else TRACE)
+    scanner = Scanner(str(tmp_path))
+    snap = scanner.snapshot()
+    assert list(snap) == ["café", "caf\ufffd", "caf\ufffd (2)"]
+    assert list(snap["caf\ufffd (2)"]) == ["w\ufffd", "w\ufffd (2)"]
+    real = snap["caf\ufffd (2)"]["w\ufffd (2)"]["default"]
+    assert os.fsencode(real.path) == os.path.join(root, b"caf\xe9", b"w\xe9.pt.trace.json")
+    assert real.name == "w\ufffd.pt.trace.json"
+    with open(real.path, "rb") as f:
+        assert f.read() == TRACE
+    assert os.fsencode(snap["caf\ufffd"]["worker0"]["default"].path).startswith(
+        os.path.join(root, b"caf\xe8"))
+    assert scanner.skipped == [{"file": "caf\ufffd/notes\ufffd.json", "reason": NO_EVENTS}]
+
+
+def test_root_run_named_like_a_sub_folder_is_dot(tmp_path):
+    """Issue 12: a sub-folder named like the log directory must not hide the root run."""
+    root = tmp_path / "logs"
+    write(root / "worker0.pt.trace.json")
+    write(root / "logs" / "worker1.pt.trace.json")
+    assert layout(snapshot(str(root))) == {
+        ".": {"worker0": {"default": "worker0.pt.trace.json"}},
+        "logs": {"worker1": {"default": "worker1.pt.trace.json"}},
+    }
+    write(root / "other" / "worker2.pt.trace.json")
+    (root / "logs" / "worker1.pt.trace.json").unlink()
+    assert list(snapshot(str(root))) == ["logs", "other"]  # no clash: its own name again
+
+
+def test_skipped_files_listed_and_logged_once(tmp_path, caplog):
+    write(tmp_path / "worker0.pt.trace.json")
+    write(tmp_path / "key_averages.json", b'[{"key": "aten::mm", "count": 1}]')
+    write(tmp_path / "sub" / "config.json", b'{"lr": 0.1}')
+    write(tmp_path / "sub" / "notes.txt", b"not json at all")  # not *.json: not listed
+    scanner = Scanner(str(tmp_path))
+    with caplog.at_level("WARNING", logger="stepscope.discovery"):
+        scanner.snapshot()
+        scanner.snapshot()
+    expected = [{"file": "key_averages.json", "reason": "a profiler side file, not a trace"},
+                {"file": "sub/config.json", "reason": NO_EVENTS}]
+    assert scanner.skipped == expected
+    assert sorted(r.getMessage() for r in caplog.records) == [
+        f"skipping {tmp_path}/key_averages.json: a profiler side file, not a trace",
+        f"skipping {tmp_path}/sub/config.json: {NO_EVENTS}"]
