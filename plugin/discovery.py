@@ -9,9 +9,16 @@ directory's own name). A file name gives worker and span::
     worker0_step_12.1694128201545.pt.trace.json -> ("worker0_step_12", "1694128201545")
     trace.json                                 -> ("trace", "default")
 
-``*.pt.trace.json[.gz]`` files are always traces; any other ``*.json[.gz]`` only when its
-first bytes sniff as a trace (:func:`sniff_trace`). Symlinks are followed (each real folder
-is visited once, so a link loop ends); hidden folders are skipped.
+``*.pt.trace.json[.gz]`` files are always traces; any other ``*.json[.gz]`` only when a
+streaming scan of its top-level keys finds a ``traceEvents`` list within the first 64 MiB
+(:class:`TopLevelScanner`; exports of analysis tools put a large ``metadata`` object first),
+or it is a list of events. The others are listed with the reason in
+:attr:`Scanner.skipped` (the ``runs`` answer) and logged once. Symlinks are followed (each
+real folder is visited once, so a link loop ends); hidden folders are skipped.
+
+Names are display text and unique: bytes that are not UTF-8 show as U+FFFD, collisions get
+`` (2)``..., the root run is ``"."`` when a sub-folder has its name; ``FileInfo.path`` keeps
+the real path, so a listed name always maps back to its file.
 
 :class:`Scanner` keeps sniff results between polls, so polling a big tree every few
 seconds reads only the files that changed.
@@ -115,6 +122,8 @@ _DELTA[[ord("{"), ord("[")]] = 1
 _DELTA[[ord("}"), ord("]")]] = -1
 _SMALL_VALUE = re.compile(rb'[{}\[\]"]')
 _WINDOW = 1024  # bytes of a skipped value looked at first (then twice as many, ...)
+_STRING_BODY = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)  # up to the closing quote
+_MAX_KEY = 64  # longer keys are kept cut (they are not "traceEvents" or "ph")
 
 
 def _escaped(a: np.ndarray) -> np.ndarray:
@@ -125,8 +134,6 @@ def _escaped(a: np.ndarray) -> np.ndarray:
     run[0] = 0
     run[1:] = idx[:-1] - last_other[:-1]
     return (run & 1) == 1
-_STRING_BODY = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)  # up to the closing quote
-_MAX_KEY = 64  # longer keys are kept cut (they are not "traceEvents" or "ph")
 
 
 class TopLevelScanner:
