@@ -109,6 +109,7 @@ def test_runs_lists_every_shared_run(shared_client):
     body = resp.json
     assert body["runs"] == SHARED_RUNS
     assert set(body["status"]) == set(SHARED_RUNS)
+    assert body["skipped"] == []  # every *.json[.gz] there is a trace
     assert sum(body["status"]["param_v100_dlrm_8rank"].values()) == 8
 
 
