@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 from flask import Flask, Response, current_app, redirect, request, send_file
@@ -32,6 +33,7 @@ from werkzeug.security import safe_join
 
 from . import __version__, runlevel
 from .assets import frontend_dir, mime_type, plotly_js
+from .discovery import display_name
 from .errors import BadParameter, Forbidden, Loading, NotFound, NotReady, StepscopeError
 from .loader import Ready, Store
 from .views import ROUTES as VIEW_ROUTES  # the view registry's routes
@@ -76,15 +78,15 @@ def create_app(logdir: str, *, reload_interval: float = 5.0, jobs: int | None = 
                         ("views", views), ("notes", notes), ("version", version),
                         ("trace/download", trace_download),
                         ("vendor/plotly.min.js", plotly_file)):
-        app.add_url_rule(f"{PREFIX}/{route}", route, func)
+        _route(app, f"{PREFIX}/{route}", route, func)
     for route in VIEW_ROUTES:
-        app.add_url_rule(f"{PREFIX}/{route}", f"view:{route}", view_route(route))
+        _route(app, f"{PREFIX}/{route}", f"view:{route}", view_route(route))
     for analysis in runlevel.RUNLEVEL:
         for r in analysis.routes:
-            app.add_url_rule(f"{PREFIX}/{r.path}", f"run:{r.path}", run_route(analysis, r))
-    app.add_url_rule(f"{PREFIX}/", "dashboard", dashboard)
-    app.add_url_rule(f"{PREFIX}/<path:filename>", "static", static_file)
-    app.add_url_rule("/", "root", root)
+            _route(app, f"{PREFIX}/{r.path}", f"run:{r.path}", run_route(analysis, r))
+    _route(app, f"{PREFIX}/", "dashboard", dashboard)
+    _route(app, f"{PREFIX}/<path:filename>", "static", static_file)
+    _route(app, "/", "root", root)
 
     app.register_error_handler(StepscopeError, _stepscope_error)
     app.register_error_handler(HTTPException, _http_error)
@@ -93,6 +95,11 @@ def create_app(logdir: str, *, reload_interval: float = 5.0, jobs: int | None = 
     if start:
         store.start()
     return app
+
+
+def _route(app: Flask, rule: str, endpoint: str, func: Callable[..., Response]) -> None:
+    """A GET (and HEAD) route; OPTIONS is not answered (405 JSON like any other method)."""
+    app.add_url_rule(rule, endpoint, func, provide_automatic_options=False)
 
 
 def app_store(app: Flask) -> Store:
@@ -333,6 +340,8 @@ def _gzip(resp: Response) -> None:
 def _finish(resp: Response) -> Response:
     """Headers every answer gets (TensorBoard checks nosniff and HTML CSP), then gzip."""
     resp.headers["X-Content-Type-Options"] = "nosniff"
+    if "Location" in resp.headers:
+        resp.headers["Location"] = _relative(resp.headers["Location"])
     if resp.mimetype == "text/html":
         resp.headers["Content-Security-Policy"] = CSP
     _gzip(resp)
@@ -341,7 +350,9 @@ def _finish(resp: Response) -> Response:
 
 # -- errors: one JSON body for every status --------------------------------------------
 def _stepscope_error(e: StepscopeError) -> Response:
-    return json_response(e.body(), e.status)
+    # file names in errors may hold bytes that are not UTF-8: show them as U+FFFD
+    body = {k: display_name(v) if isinstance(v, str) else v for k, v in e.body().items()}
+    return json_response(body, e.status)
 
 
 def _http_error(e: HTTPException) -> Response:
@@ -354,6 +365,16 @@ def _http_error(e: HTTPException) -> Response:
     headers = {k: v for k, v in e.get_headers() if k.lower() not in ("content-type",
                                                                      "content-length")}
     return json_response(body, e.code or 500, headers)
+
+
+def _relative(url: str) -> str:
+    """A redirect target without scheme and host: werkzeug builds the ``a//b`` -> ``a/b``
+    redirect from the request's Host header, which the client controls (open redirect).
+    ``http://evil/x?q`` -> ``/x?q``, never ``//host``; relative targets stay as they are."""
+    parts = urlsplit(url)
+    if not (parts.scheme or parts.netloc or url.startswith("//")):
+        return url
+    return "/" + parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")
 
 
 def _bug(e: Exception) -> Response:

@@ -19,6 +19,13 @@ from . import __version__
 LOOPBACK_NAMES = ("localhost", "ip6-localhost")
 #: waitress request threads (requests are cheap: analysis runs on the store's threads)
 SERVER_THREADS = 8
+#: Open connections waitress keeps (its default, 100, lets 100 idle or half-sent requests
+#: starve every other client; idle ones cost a file descriptor and a few KB each).
+CONNECTION_LIMIT = 2000
+#: Seconds a connection may stay silent (no request in progress) before it is closed, and
+#: how often waitress looks for such connections.
+CHANNEL_TIMEOUT_S = 30
+CLEANUP_INTERVAL_S = 5
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from waitress.server import create_server
 
+    _raise_fd_limit(CONNECTION_LIMIT + 1000)  # room for the connections and the trace files
     from .app import app_store, create_app
 
     app = create_app(args.logdir, reload_interval=args.reload_interval, jobs=args.jobs,
@@ -76,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # poll(), not select(): select fails once the process holds more than 1024 fds
         server = create_server(app, host=args.host, port=args.port, threads=SERVER_THREADS,
-                               ident="stepscope", asyncore_use_poll=True)
+                               ident="stepscope", asyncore_use_poll=True,
+                               connection_limit=CONNECTION_LIMIT,
+                               channel_timeout=CHANNEL_TIMEOUT_S,
+                               cleanup_interval=CLEANUP_INTERVAL_S)
     except OSError as e:
         print(f"stepscope: cannot listen on {args.host}:{args.port}: {e.strerror or e}. "
               "Is another server using that port? Pick another with --port (0: any free "
@@ -99,6 +110,21 @@ def main(argv: list[str] | None = None) -> int:
         store.close(timeout=1.0)
         server.close()
     return 0
+
+
+def _raise_fd_limit(wanted: int) -> None:
+    """Raise this process's open-file limit to ``wanted`` (at most the hard limit)."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            pass
 
 
 def _interrupt(signum, frame) -> None:

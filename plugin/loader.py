@@ -114,6 +114,7 @@ class Store:
         self._stop = threading.Event()
         self._first_scan = threading.Event()
         self._snapshot: Snapshot = {}
+        self._skipped: list[dict[str, str]] = []  # *.json[.gz] that are not traces, and why
         self._seen: dict[Key, Any] = {}  # key -> FileInfo observed by the previous poll
         self._first_seen: dict[Key, float] = {}  # key -> monotonic time of its discovery
         self._jobs: dict[Key, Job] = {}
@@ -194,6 +195,7 @@ class Store:
             self._first_seen = {k: self._first_seen.get(k, now) for k in seen}
             self._seen = seen
             self._snapshot = snap
+            self._skipped = self._scanner.skipped
             self._lock.notify_all()
         self._first_scan.set()
 
@@ -270,16 +272,19 @@ class Store:
         return out
 
     def runs_info(self) -> dict:
-        """The ``runs`` answer: ``{"runs": [names], "loading": bool, "status": {...}}``.
+        """The ``runs`` answer: ``{"runs": [names], "loading": bool, "status": {...},
+        "skipped": [{"file", "reason"}]}``.
 
-        ``loading`` is true until the first scan is done and while any span is not analysed.
+        ``loading`` is true until the first scan is done and while any span is not analysed;
+        ``skipped`` lists the ``*.json[.gz]`` files that are not traces (SPEC §1.1).
         """
         self._wait_first_scan()
         with self._lock:
             runs = list(self._snapshot)
             status = self.status()
+            skipped = self._skipped
         loading = not self._first_scan.is_set() or any(c["loading"] for c in status.values())
-        return {"runs": runs, "loading": loading, "status": status}
+        return {"runs": runs, "loading": loading, "status": status, "skipped": skipped}
 
     def workers(self, run: str) -> list[str]:
         """Workers of ``run``; raises NotFound."""

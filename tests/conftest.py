@@ -35,6 +35,10 @@ SHARED_RUNS = [
     "kineto_resnet50/resnet50_num_workers_0",
     "kineto_resnet50/resnet50_num_workers_4",
     "param_v100_dlrm_8rank",
+    "tracelens_h100_qwen_chat",  # starts with a large "metadata" object (issue 11)
+    "tracelens_mi210_gpu_only",
+    "tracelens_mi300x_compile_triton",
+    "tracelens_mi300x_vllm_graph_replay",
 ]
 #: the view routes the app registers (one per ViewSet route)
 VIEW_ROUTES = ViewSet.ROUTES

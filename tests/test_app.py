@@ -109,6 +109,7 @@ def test_runs_lists_every_shared_run(shared_client):
     body = resp.json
     assert body["runs"] == SHARED_RUNS
     assert set(body["status"]) == set(SHARED_RUNS)
+    assert body["skipped"] == []  # every *.json[.gz] there is a trace
     assert sum(body["status"]["param_v100_dlrm_8rank"].values()) == 8
 
 
@@ -473,8 +474,12 @@ def test_trace_routes(shared_client):
     event = shared_client.get(query("trace/event", run=run, worker="worker0",
                                     id=singles[0][5]))
     assert event.status_code == 200 and event.json["id"] == singles[0][5]
+    huge = "9" * 5000  # beyond int()'s 4,300-digit limit (issue 12): 400, not 500
     for params, status in (({"id": "x"}, 400), ({"id": "999999999"}, 404),
-                           ({"start": "5", "end": "5"}, 400), ({"width": "0"}, 400)):
+                           ({"start": "5", "end": "5"}, 400), ({"width": "0"}, 400),
+                           ({"id": huge}, 400), ({"id": "0" * 5000 + "1"}, 400),
+                           ({"width": huge}, 400), ({"start": huge}, 400),
+                           ({"end": "1e999"}, 400)):
         route = "trace/event" if "id" in params else "trace/timeline"
         bad = shared_client.get(query(route, run=run, worker="worker0", **params))
         assert bad.status_code == status and "error" in bad.json, (params, bad.data)
@@ -492,3 +497,45 @@ def test_download_name_is_sanitized():
 
     assert download_name('a b/<c>"\r\n.json') == "a_b__c____.json"
     assert download_name("..") == "trace.json"
+
+
+def test_names_that_are_not_utf8_are_served(client_for, tmp_path):
+    """Issue 12: a Latin-1 run folder or file name made ``runs`` / ``workers`` answer 500.
+    Names show U+FFFD, collisions get " (2)", and the real bytes open the files."""
+    from stepscope.worker import analyse_file
+
+    root = os.fsencode(tmp_path)
+    for folder, name, data in ((b"caf\xe9", b"w\xe9.pt.trace.json", DLRM0.read_bytes()),
+                               (b"caf\xe9", b"bad\xe9.pt.trace.json", b"not JSON"),
+                               (b"caf\xe8", b"w.pt.trace.json", DLRM0.read_bytes()),
+                               (b"caf\xe8", b"conf\xe9.json", b'{"lr": 1}')):
+        os.makedirs(os.path.join(root, folder), exist_ok=True)
+        path = os.path.join(root, folder, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        os.utime(path, (OLD, OLD))
+    client = client_for(tmp_path, analyse=analyse_file)
+    body = client.get(query("runs")).json
+    assert body["runs"] == ["caf\ufffd", "caf\ufffd (2)"]
+    assert body["skipped"] == [{"file": "caf\ufffd/conf\ufffd.json",
+                                "reason": 'a JSON object without a top-level "traceEvents" list'}]
+    assert client.get(query("workers", run="caf\ufffd (2)")).json == ["bad\ufffd", "w\ufffd"]
+    assert client.get(query("workers", run="caf\ufffd")).json == ["w"]
+    ok = wait_ready(client, "caf\ufffd (2)", "w\ufffd", route="overview")
+    assert ok.status_code == 200 and ok.json["steps"]["rows"]
+    bad = error_body(wait_ready(client, "caf\ufffd (2)", "bad\ufffd"), 422)
+    assert bad["file"] == "bad\ufffd.pt.trace.json"
+    dl = client.get(query("trace/download", run="caf\ufffd (2)", worker="w\ufffd"))
+    assert dl.status_code == 200 and dl.get_data() == DLRM0.read_bytes()
+    dl.close()
+
+
+def test_root_run_and_same_named_sub_folder_both_listed(client_for, tmp_path):
+    """Issue 12: a sub-folder named like the log directory hid the root run."""
+    make_run(tmp_path / "logs", ["a.pt.trace.json"])
+    make_run(tmp_path / "logs" / "logs", ["b.pt.trace.json"])
+    client = client_for(tmp_path / "logs", analyse=fake_analyse)
+    assert client.get(query("runs")).json["runs"] == [".", "logs"]
+    assert client.get(query("workers", run=".")).json == ["a"]
+    assert client.get(query("workers", run="logs")).json == ["b"]
+    assert wait_ready(client, ".", "a", route="overview").json["file"] == "a.pt.trace.json"

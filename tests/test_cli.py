@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 
 import pytest
@@ -116,3 +117,62 @@ def test_console_script(tmp_path, subprocess_env):
     line = first_line(proc)
     stop(proc)
     assert SERVING.match(line)
+
+
+def test_idle_connections_do_not_starve_the_server(tmp_path, subprocess_env):
+    """Issue 12: 150 idle, half-sent requests (waitress' default limit is 100) must not keep
+    a new request from being answered within a second."""
+    proc = start(subprocess_env, str(tmp_path), "--port", "0")
+    try:
+        m = SERVING.match(first_line(proc))
+        port = int(m["port"])
+        idle = []
+        for _ in range(150):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(b"GET /data/plugin/stepscope/runs HTTP/1.1\r\nHost: x\r\n")  # no end
+            idle.append(s)
+        t0 = time.monotonic()
+        status, body = get_json_within(f"http://127.0.0.1:{port}{PREFIX}/runs", 1.0)
+        assert status == 200 and body["runs"] == []
+        assert time.monotonic() - t0 < 1.0
+        for s in idle:
+            s.close()
+    finally:
+        stop(proc)
+
+
+def get_json_within(url: str, timeout: float):
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return resp.status, json.loads(resp.read())
+
+
+def _raw_get(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(request)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+        return out
+
+
+def test_options_is_405_json_and_slash_redirects_are_relative(server):
+    """Issue 12: OPTIONS is 405 with the JSON error body (api.md); ``//path`` redirects to
+    a relative Location, never to the request's Host header."""
+    _proc, base = server
+    port = int(base.rsplit(":", 1)[1])
+    head, _, body = _raw_get(port, f"OPTIONS {PREFIX}/runs HTTP/1.0\r\nHost: x\r\n\r\n"
+                             .encode()).partition(b"\r\n\r\n")
+    assert head.split(b"\r\n")[0].split(b" ")[1] == b"405"
+    assert b"Content-Type: application/json" in head
+    assert json.loads(body)["error"] == "405 Method Not Allowed"
+    for path, to in ((f"{PREFIX}//runs?a=1", f"{PREFIX}/runs?a=1"),
+                     ("//?a=1", f"{PREFIX}/index.html?a=1"),
+                     (f"{PREFIX}/", "index.html"),
+                     ("//evil.example//x", None), (f"/{PREFIX}/runs", None)):
+        head = _raw_get(port, f"GET {path} HTTP/1.0\r\nHost: evil.example\r\n\r\n"
+                        .encode()).partition(b"\r\n\r\n")[0].decode()
+        location = [h.split(":", 1)[1].strip() for h in head.split("\r\n")
+                    if h.lower().startswith("location:")]
+        if to is not None:
+            assert location == [to], (path, head)
+        assert not any(loc.startswith("//") or "evil" in loc for loc in location), head

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 
 import pytest
 from conftest import SHARED, SHARED_RUNS
 
 from stepscope.discovery import (
+    CUT_OFF,
+    NO_EVENTS,
     Scanner,
+    Sniff,
+    TopLevelScanner,
     has_traces,
     parse_name,
     shadow_note,
     snapshot,
     sniff_bytes,
+    sniff_file,
     sniff_trace,
 )
 
@@ -52,26 +58,91 @@ def test_parse_name(name, expected):
 
 
 @pytest.mark.parametrize("head, is_trace", [
-    (b'{"schemaVersion": 1, "deviceProperties": []}', True),
+    (b'{"schemaVersion": 1, "deviceProperties": [], "traceEvents": []}', True),
     (b'\xef\xbb\xbf \n\t{ "traceEvents": [', True),  # BOM, whitespace, cut off
-    (b'{"displayTimeUnit": "ms"}', True),
-    (b'{"baseTimeNanoseconds": 1}', True),
-    (b'{"distributedInfo": {}}', True),
-    (b'{"traceName": "x"}', True),
-    (b'{"deviceProperties": []}', True),
+    (b'{"traceEvents"', True),  # cut right after the key
     (b'[{"name": "aten::mm", "ph": "X", "ts": 1}]', True),
     (b'[ {"args": {"a": [1, {"b": 2}]}, "ph": "X"}', True),  # ph after nested args
     (b'[{"name": "a\\"ph\\": ", "args": {"ph": "X"}}]', False),  # only nested / in strings
     (b'[{"key": "aten::mm", "count": 3, "cpu_time_total": 12.5}]', False),  # key_averages
     (b'{"model": "resnet50", "batch_size": 32}', False),  # meta.json-like
+    # SPEC §1.1: only a top-level traceEvents *list* makes an object a trace
+    (b'{"schemaVersion": 1, "deviceProperties": []}', False),
+    (b'{"displayTimeUnit": "ms"}', False),
+    (b'{"traceEvents": 5}', False),
+    (b'{"traceEvents": {"ph": "X"}}', False),
+    (b'{"metadata": {"traceEvents": []}}', False),  # nested, not top level
+    (b'{"note": "{\\"traceEvents\\": [", "n": 1}', False),  # inside a string
     (b'{}', False),
     (b'[]', False),
     (b'', False),
     (b'not json', False),
-    (b'{"traceEvents"', True),
 ])
 def test_sniff_bytes(head, is_trace):
     assert sniff_bytes(head) is is_trace
+
+
+def metadata_first(metadata_bytes: int) -> bytes:
+    """An analysis tool's export: a big ``metadata`` object (nested lists, strings with
+    quotes, escapes, brackets and a decoy ``traceEvents``) before ``traceEvents``."""
+    item = b'{"k": "a \\"quoted\\" ]}[{ \\\\", "v": [1, 2.5, null, {"traceEvents": [1]}]},'
+    items = item * (metadata_bytes // len(item))
+    return (b'{\n  "metadata": {"runs": [' + items + b'{}], "ok": true},\n  "schemaVersion": 1,'
+            b'\n  "traceEvents": [{"ph": "X", "name": "op", "ts": 1, "dur": 2}]\n}')
+
+
+def test_trace_after_a_large_metadata_object_is_detected(tmp_path):
+    """Issue 11: traceEvents ~26 KB (here ~200 KB) in, after a metadata object; plain, gzip,
+    and fed to the scanner in pieces that cut strings, escapes and the BOM anywhere."""
+    data = metadata_first(200_000)
+    assert data.index(b'"traceEvents": [{') > 200_000
+    write(tmp_path / "export.json", data)
+    write(tmp_path / "export2.json.gz", data)
+    assert sniff_file(str(tmp_path / "export.json")) == Sniff(True)
+    assert sniff_file(str(tmp_path / "export2.json.gz")) == Sniff(True)
+    small = b"\xef\xbb\xbf" + metadata_first(300)
+    for size in (1, 2, 3, 7):
+        scanner = TopLevelScanner()
+        verdicts = [scanner.feed(small[i:i + size]) for i in range(0, len(small), size)]
+        assert [v for v in verdicts if v is not None][:1] == [Sniff(True)], size
+    snap = layout(snapshot(str(tmp_path)))
+    assert snap == {tmp_path.name: {"export": {"default": "export.json"},
+                                    "export2": {"default": "export2.json.gz"}}}
+
+
+def test_metadata_without_trace_events_is_skipped_with_the_reason(tmp_path):
+    data = metadata_first(20_000)
+    cut = data[:data.index(b'"schemaVersion"')] + b'"x": 1}'  # same object, no traceEvents
+    json.loads(cut)
+    write(tmp_path / "results.json", cut)
+    assert sniff_file(str(tmp_path / "results.json")) == Sniff(False, NO_EVENTS)
+
+
+def test_scan_stops_at_the_limit(tmp_path, monkeypatch):
+    import stepscope.discovery as discovery
+
+    monkeypatch.setattr(discovery, "SNIFF_LIMIT", 1 << 20)
+    write(tmp_path / "big.json", metadata_first(2 << 20))
+    assert sniff_file(str(tmp_path / "big.json")) == Sniff(
+        False, 'no top-level "traceEvents" list in the first 1 MiB')
+    write(tmp_path / "ok.json", metadata_first(900_000))
+    assert sniff_file(str(tmp_path / "ok.json")) == Sniff(True)
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b"", "empty file"),
+    (b"  \n", "empty file"),
+    (b"hello", "not JSON (does not start with { or [)"),
+    (b'{"lr": 0.1}', NO_EVENTS),
+    (b"{}", "an empty JSON object"),
+    (b'{"traceEvents": null}', '"traceEvents" is not a list'),
+    (b'{"schemaVersion": 1, "deviceProperties": [{"name": "A100"', CUT_OFF),
+    (b'[{"key": "aten::mm", "count": 1}]', 'a JSON list whose first element has no "ph" key'),
+    (b"[1, 2]", "a JSON list whose first element is not an event object"),
+])
+def test_sniff_reasons(tmp_path, data, reason):
+    write(tmp_path / "f.json", data)
+    assert sniff_file(str(tmp_path / "f.json")) == Sniff(False, reason)
 
 
 def test_sniff_gzip_reads_only_the_start(tmp_path):
@@ -160,8 +231,8 @@ def test_scanner_caches_sniffing_until_the_file_changes(tmp_path, monkeypatch):
     assert scanner.snapshot() == {}
     calls = []
     import stepscope.discovery as discovery
-    real = discovery.sniff_trace
-    monkeypatch.setattr(discovery, "sniff_trace", lambda p: calls.append(p) or real(p))
+    real = discovery.sniff_file
+    monkeypatch.setattr(discovery, "sniff_file", lambda p: calls.append(p) or real(p))
     assert scanner.snapshot() == {}
     assert calls == []  # unchanged file: cached verdict
     write(path, TRACE, mtime=1_700_000_500)
@@ -186,3 +257,60 @@ def test_has_traces(tmp_path):
     write(tmp_path / "a" / "b" / "libkineto_activities_1.json")
     assert has_traces(str(tmp_path))
     assert has_traces(str(SHARED))
+
+
+def test_names_that_are_not_utf8_round_trip(tmp_path):
+    """Issue 12: Latin-1 folder and file names are shown with U+FFFD, made unique, and keep
+    their real paths (the bytes open the file)."""
+    root = os.fsencode(tmp_path)
+    for folder in (b"caf\xe9", b"caf\xe8", "café".encode()):
+        os.makedirs(os.path.join(root, folder))
+    for folder, name in ((b"caf\xe9", b"w\xe9.pt.trace.json"), (b"caf\xe9", b"w\xe8.pt.trace.json"),
+                         (b"caf\xe8", b"worker0.pt.trace.json"),
+                         ("café".encode(), b"worker0.pt.trace.json"),
+                         (b"caf\xe9", b"notes\xff.json")):
+        with open(os.path.join(root, folder, name), "wb") as f:
+            f.write(b'{"x": 1}' if name.startswith(b"notes") else TRACE)
+    scanner = Scanner(str(tmp_path))
+    snap = scanner.snapshot()
+    assert list(snap) == ["café", "caf\ufffd", "caf\ufffd (2)"]
+    assert list(snap["caf\ufffd (2)"]) == ["w\ufffd", "w\ufffd (2)"]
+    real = snap["caf\ufffd (2)"]["w\ufffd (2)"]["default"]
+    assert os.fsencode(real.path) == os.path.join(root, b"caf\xe9", b"w\xe9.pt.trace.json")
+    assert real.name == "w\ufffd.pt.trace.json"
+    with open(real.path, "rb") as f:
+        assert f.read() == TRACE
+    assert os.fsencode(snap["caf\ufffd"]["worker0"]["default"].path).startswith(
+        os.path.join(root, b"caf\xe8"))
+    assert scanner.skipped == [{"file": "caf\ufffd/notes\ufffd.json", "reason": NO_EVENTS}]
+
+
+def test_root_run_named_like_a_sub_folder_is_dot(tmp_path):
+    """Issue 12: a sub-folder named like the log directory must not hide the root run."""
+    root = tmp_path / "logs"
+    write(root / "worker0.pt.trace.json")
+    write(root / "logs" / "worker1.pt.trace.json")
+    assert layout(snapshot(str(root))) == {
+        ".": {"worker0": {"default": "worker0.pt.trace.json"}},
+        "logs": {"worker1": {"default": "worker1.pt.trace.json"}},
+    }
+    write(root / "other" / "worker2.pt.trace.json")
+    (root / "logs" / "worker1.pt.trace.json").unlink()
+    assert list(snapshot(str(root))) == ["logs", "other"]  # no clash: its own name again
+
+
+def test_skipped_files_listed_and_logged_once(tmp_path, caplog):
+    write(tmp_path / "worker0.pt.trace.json")
+    write(tmp_path / "key_averages.json", b'[{"key": "aten::mm", "count": 1}]')
+    write(tmp_path / "sub" / "config.json", b'{"lr": 0.1}')
+    write(tmp_path / "sub" / "notes.txt", b"not json at all")  # not *.json: not listed
+    scanner = Scanner(str(tmp_path))
+    with caplog.at_level("WARNING", logger="stepscope.discovery"):
+        scanner.snapshot()
+        scanner.snapshot()
+    expected = [{"file": "key_averages.json", "reason": "a profiler side file, not a trace"},
+                {"file": "sub/config.json", "reason": NO_EVENTS}]
+    assert scanner.skipped == expected
+    assert sorted(r.getMessage() for r in caplog.records) == [
+        f"skipping {tmp_path}/key_averages.json: a profiler side file, not a trace",
+        f"skipping {tmp_path}/sub/config.json: {NO_EVENTS}"]

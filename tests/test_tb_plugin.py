@@ -170,3 +170,12 @@ def test_tensorboard_subprocess_serves_the_plugin(tensorboards, prefix):
     assert fetch(f"{base}{PREFIX}/runs")["runs"] == KINETO_RUNS
     with urllib.request.urlopen(f"{base}{PREFIX}/index.html", timeout=10) as resp:
         assert resp.status == 200 and b"Stepscope" in resp.read()
+
+
+def test_options_405_and_relative_redirect_in_tensorboard(tb_client):
+    """Issue 12: through TensorBoard too, OPTIONS is a 405 JSON error and the ``a//b``
+    redirect does not copy the request's Host header into ``Location``."""
+    resp = tb_client.open(f"/foo{PREFIX}/runs", method="OPTIONS")
+    assert resp.status_code == 405 and resp.json["error"] == "405 Method Not Allowed"
+    resp = tb_client.get(f"/foo{PREFIX}//runs?a=1", headers={"Host": "evil.example"})
+    assert resp.status_code == 308 and resp.headers["Location"] == f"/foo{PREFIX}/runs?a=1"

@@ -209,6 +209,11 @@ SHARED_TRACES = {
     "hta_v100_profile_memory": "hta_v100_profile_memory/df_index_resolver.json.gz",
     "param_v100_dlrm_rank0": "param_v100_dlrm_8rank/worker0_step_12.1694128201545.pt.trace.json",
     "param_v100_dlrm_rank3": "param_v100_dlrm_8rank/worker3_step_12.1694128201557.pt.trace.json",
+    "tracelens_h100_qwen_chat": "tracelens_h100_qwen_chat/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    "tracelens_mi210_gpu_only": "tracelens_mi210_gpu_only/gpu_only_trace.json.gz",
+    "tracelens_mi300x_compile_triton": "tracelens_mi300x_compile_triton/trace.json.gz",
+    "tracelens_mi300x_vllm_graph_replay":
+        "tracelens_mi300x_vllm_graph_replay/graph_execution.json.gz",
 }
 
 

@@ -17,12 +17,18 @@ def timeline_of(a: Analysis) -> Timeline:
                           steps=zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist()))
 
 
+#: Most digits an event id may have (ids index an int64 column).
+MAX_ID_DIGITS = 19
+
+
 def event_id_param(params: Mapping[str, str | None]) -> int:
     """The ``id`` of ``trace/event``: a non-negative integer (400 otherwise)."""
     raw = params.get("id")
-    if raw is None or not (raw.isascii() and raw.isdigit()):  # "²".isdigit(), int() fails
+    # "²".isdigit() but int() fails; past 4,300 digits int() refuses (and no id is that long)
+    if raw is None or not (raw.isascii() and raw.isdigit()) or len(raw) > MAX_ID_DIGITS:
+        shown = raw if raw is None or len(raw) <= 40 else f"{raw[:40]}... ({len(raw)} chars)"
         raise BadParameter("bad id", "Pass id=<event id>: the 6th element of a single-event "
-                           f"block in trace/timeline (got {raw!r}).")
+                           f"block in trace/timeline (got {shown!r}).")
     return int(raw)
 
 
