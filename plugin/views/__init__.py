@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .. import runlevel  # module, not names: runlevel imports views.registry
 from ..analysis import Analysis, analyze
 from ..errors import NotFound
 from ..model import Trace
-from ..runlevel import summaries_of
 from . import kernel, operator, overview, trace
 from .overview import notes
 from .registry import Param, Route, View
@@ -54,7 +54,7 @@ class ViewSet:
         self._names = [v.name for v in VIEWS if v.has_data(analysis)]
         self._notes = notes(analysis)
         #: compact per-trace summaries of the run-level analyses (:mod:`stepscope.runlevel`)
-        self.summaries = summaries_of(analysis)
+        self.summaries = runlevel.summaries_of(analysis)
         self.timeline = timeline
 
     def __getstate__(self) -> dict:
