@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .fs import filesystem, filesystem_of
 from .rawfile import BOM, GZIP_MAGIC
 from .rawfile import _gunzip as gunzip
 
@@ -61,18 +62,19 @@ Snapshot = dict[str, dict[str, dict[str, "FileInfo"]]]
 class FileInfo:
     """One trace file as seen by a scan.
 
-    ``size`` in bytes, ``mtime_ns`` in ns since the epoch, ``inode`` from ``os.stat``.
+    ``size`` in bytes, ``mtime_ns`` in ns since the epoch, ``inode``: the file's identity
+    (:attr:`stepscope.fs.Stat.identity`: the inode locally, the ETag on an object store).
     ``shadowed`` lists files that gave the same worker and span but lost to this newer one.
     """
 
     path: str
     size: int
     mtime_ns: int
-    inode: int
+    inode: int | str
     shadowed: tuple[str, ...] = ()
 
     @property
-    def signature(self) -> tuple[int, int, int]:
+    def signature(self) -> tuple[int, int, int | str]:
         """What must stay equal between polls for the file to count as unchanged."""
         return (self.size, self.mtime_ns, self.inode)
 
@@ -369,7 +371,7 @@ def sniff_file(path: str) -> Sniff:
     """Scan the start of ``path`` (at most ``SNIFF_LIMIT`` bytes of JSON) for a verdict."""
     notes: list = []
     try:
-        with open(path, "rb") as f:
+        with filesystem_of(path).open(path) as f:
             verdict = _scan(_pieces(f, notes))
     except OSError as e:
         return Sniff(False, f"cannot read it: {e.strerror or e}")
@@ -392,7 +394,7 @@ class Scanner:
     """
 
     def __init__(self, logdir: str):
-        self.logdir = os.path.abspath(logdir)
+        self.fs, self.logdir = filesystem(logdir)  # a local path or a URL (stepscope.fs)
         self._sniffed: dict[str, tuple[tuple[int, int, int], Sniff]] = {}
         self.skipped: list[dict[str, str]] = []
 
@@ -413,7 +415,7 @@ class Scanner:
         return verdict
 
     def iter_folders(self):
-        """Yield ``(relative name, folder path, [os.DirEntry of files])`` for every folder.
+        """Yield ``(relative name, folder path, [fs.Entry of files])`` for every folder.
 
         Iterative walk (no recursion limit), following symlinks; each real folder once.
         """
@@ -421,27 +423,23 @@ class Scanner:
         stack = [(".", self.logdir)]
         while stack:
             rel, folder = stack.pop()
-            real = os.path.realpath(folder)
+            real = self.fs.realpath(folder)
             if real in seen:
                 continue
             seen.add(real)
             try:
-                with os.scandir(folder) as it:
-                    entries = list(it)
+                entries = list(self.fs.scandir(folder))
             except OSError as e:
                 log.debug("cannot list %s: %s", folder, e)
                 continue
             files = []
             for entry in entries:
-                try:
-                    if entry.is_dir(follow_symlinks=True):
-                        if not entry.name.startswith("."):
-                            child = entry.name if rel == "." else f"{rel}/{entry.name}"
-                            stack.append((child, entry.path))
-                    elif entry.is_file(follow_symlinks=True):
-                        files.append(entry)
-                except OSError:
-                    continue
+                if entry.is_dir:
+                    if not entry.name.startswith("."):
+                        child = entry.name if rel == "." else f"{rel}/{entry.name}"
+                        stack.append((child, entry.path))
+                elif entry.is_file:
+                    files.append(entry)
             yield rel, folder, files
 
     def snapshot(self) -> Snapshot:
@@ -463,10 +461,10 @@ class Scanner:
                 if parsed is None:
                     continue
                 try:
-                    st = entry.stat(follow_symlinks=True)
+                    st = self.fs.stat(entry.path)
                 except OSError:
                     continue
-                info = FileInfo(entry.path, st.st_size, st.st_mtime_ns, st.st_ino)
+                info = FileInfo(entry.path, st.size, st.mtime_ns, st.identity)
                 live.add(entry.path)
                 verdict = self._sniff(entry.path, entry.name, info)
                 if not verdict.is_trace:

@@ -109,8 +109,9 @@ class FsspecFS:
         self.protocol = protocol
 
     def url(self, path: str) -> str:
-        """``path`` as a URL with this filesystem's scheme (for messages and cache keys)."""
-        return path if "://" in path else f"{self.protocol}://{path}"
+        """``path`` as a URL with this filesystem's scheme: every path this class hands out
+        is one, so :func:`filesystem_of` finds the filesystem again from the path alone."""
+        return path if "://" in path else f"{self.protocol}://{path.lstrip('/')}"
 
     def open(self, path: str) -> BinaryIO:
         return self.fs.open(path, "rb")
@@ -121,8 +122,8 @@ class FsspecFS:
 
     def scandir(self, folder: str) -> Iterator[Entry]:
         for info in self.fs.ls(folder, detail=True):
-            path = info["name"]
-            name = path.rstrip("/").rsplit("/", 1)[-1]
+            path = self.url(info["name"].rstrip("/"))
+            name = path.rsplit("/", 1)[-1]
             kind = info.get("type")
             yield Entry(name, path, kind == "directory", kind == "file")
 
@@ -168,7 +169,8 @@ LOCAL = LocalFS()
 
 
 def filesystem(location: str) -> tuple[LocalFS | FsspecFS, str]:
-    """``(filesystem, root path in it)`` for a log-directory location (path or URL).
+    """``(filesystem, root path in it)`` for a log-directory location (path or URL);
+    a remote root stays a URL (``memory://logs``), a local one becomes absolute.
 
     Raises ``ValueError`` with what to install when the scheme needs a missing package.
     """
@@ -177,14 +179,24 @@ def filesystem(location: str) -> tuple[LocalFS | FsspecFS, str]:
     scheme, _, rest = location.partition("://")
     if scheme == "file":
         return LOCAL, os.path.abspath(rest)
+    fs = _fsspec(location, scheme)
+    return fs, fs.url(location)
+
+
+def filesystem_of(path: str) -> LocalFS | FsspecFS:
+    """The filesystem a path handed out by a :class:`FileSystem` lives on."""
+    return filesystem(path)[0] if is_url(path) else LOCAL
+
+
+def _fsspec(location: str, scheme: str) -> FsspecFS:
     try:
         import fsspec
     except ImportError:
         raise ValueError(f"{location}: reading {scheme}:// needs fsspec; "
                          "install it with: pip install 'stepscope[remote]'") from None
     try:
-        fs, path = fsspec.core.url_to_fs(location)
+        fs, _path = fsspec.core.url_to_fs(location)
     except (ImportError, ValueError) as e:
         raise ValueError(f"{scheme}:// needs a filesystem package ({e}); "
                          "install it with: pip install 'stepscope[remote]'") from None
-    return FsspecFS(fs, scheme), path
+    return FsspecFS(fs, scheme)

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from stepscope.fs import LOCAL, FsspecFS, LocalFS, filesystem, is_url
+from stepscope.fs import LOCAL, FsspecFS, LocalFS, filesystem, filesystem_of, is_url
 
 
 def test_locations_pick_their_filesystem(tmp_path):
@@ -15,7 +15,8 @@ def test_locations_pick_their_filesystem(tmp_path):
     assert filesystem("relative/dir")[1] == os.path.abspath("relative/dir")
     assert not is_url("C:\\logs") and not is_url("/a://b") and is_url("s3://b/p")
     fs, root = filesystem("memory://logs")
-    assert isinstance(fs, FsspecFS) and root.endswith("logs")
+    assert isinstance(fs, FsspecFS) and root == "memory://logs"
+    assert filesystem_of("memory://logs/a.json") is not LOCAL and filesystem_of("/x") is LOCAL
 
 
 def test_unknown_scheme_says_what_to_install():
@@ -54,6 +55,7 @@ def test_fsspec_memory_filesystem_lists_stats_and_reads():
     assert names["run1"].is_dir
     (entry,) = fs.scandir(fs.join(root, "run1"))
     assert entry.is_file and entry.name == "worker0.pt.trace.json"
+    assert entry.path == "memory://seam-test/run1/worker0.pt.trace.json"
     assert fs.stat(entry.path).size == len(b'{"traceEvents": []}')
     with fs.open(entry.path) as f:
         assert f.read() == b'{"traceEvents": []}'
