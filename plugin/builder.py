@@ -296,7 +296,6 @@ class ColumnBuilder:
             notes=notes, phase_counts=dict(self.phases),
         )
 
-
     def _type_notes(self) -> list[Note]:
         """Notes counting the entries that are not events and the ill-typed values ignored."""
         out = []

@@ -276,9 +276,9 @@ def decode_document(buf: bytes, name: str) -> tuple[TraceObject, list[Event], li
         try:
             decoded = decode(buf)
             break
-        except msgspec.ValidationError:  # ill-typed container somewhere: per-event path
-            # (typed decoding stops at the first ill-typed value: syntax damage after it is
-            # found, and repaired, by the untyped decode of the next round)
+        except msgspec.ValidationError:  # 'traceEvents' not a list (events decode loosely):
+            # per-event path, which says so (typed decoding stops at the first ill-typed
+            # value: syntax damage after it is found, and repaired, by the untyped decode)
             def decode(b: bytes) -> Any:
                 return _lenient(b, is_object, name, notes)
             continue
