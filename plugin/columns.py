@@ -34,7 +34,8 @@ def int_column(values: list, missing: int = -1) -> np.ndarray:
 
 
 def float_column(values: list) -> np.ndarray:
-    """Python values (ints, decimal text from ``float_hook=str``) -> float64; bad -> nan."""
+    """Python values (ints, decimal text from ``float_hook=str``) -> float64; bad or not
+    finite (``"1e999999"``, ``"inf"``) -> nan."""
     out = np.full(len(values), np.nan)
     for i, v in enumerate(values):
         if v is None:
@@ -43,6 +44,7 @@ def float_column(values: list) -> np.ndarray:
             out[i] = float(v)
         except (TypeError, ValueError, OverflowError):
             pass
+    out[np.isinf(out)] = np.nan
     return out
 
 

@@ -31,8 +31,8 @@ DEVICE_FIELDS: dict[str, type] = {
 DISTRIBUTED_FIELDS: dict[str, type] = {
     "rank": int, "world_size": int, "backend": str, "pg_count": int, "nccl_version": str,
 }
-#: how many ignored fields a note names (the rest are counted)
-NOTE_NAMES = 5
+#: how many ignored fields a note names (the rest are counted), and at most how long each
+NOTE_NAMES, NOTE_NAME_CHARS = 5, 80
 _DROP = object()
 
 
@@ -75,7 +75,8 @@ def checked_metadata(device_properties: Any, distributed_info: Any, other: dict)
 
 def metadata_note(name: str, ignored: list[str]) -> Note:
     """The note saying which metadata values of file ``name`` were ignored."""
-    shown = ", ".join(ignored[:NOTE_NAMES])
+    shown = ", ".join(p if len(p) <= NOTE_NAME_CHARS else p[:NOTE_NAME_CHARS - 1] + "…"
+                      for p in ignored[:NOTE_NAMES])
     more = f" and {len(ignored) - NOTE_NAMES:,} more" if len(ignored) > NOTE_NAMES else ""
     return Note("warning", "bad_metadata",
                 f"{name}: ignored {len(ignored):,} top-level metadata value(s) of the wrong "

@@ -381,18 +381,22 @@ def test_integers_beyond_64_bits_are_dropped_with_notes(tmp_path):
     events = [dict(e) for e in GOOD] + [
         dict(GOOD[3], pid=big), dict(GOOD[3], tid=-big),
         {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 120, "dur": 3,
-         "args": {"device": big, "stream": 7, "grid": [big, 1, 1], "correlation": big}}]
+         "args": {"device": big, "stream": 7, "grid": [big, 1, 1], "correlation": big,
+                  "blocks per SM": "1e999999", "est. achieved occupancy %": "OCC"}}]
     doc = {"schemaVersion": 1, "baseTimeNanoseconds": big, "traceEvents": events,
            "deviceProperties": [{"id": 0, "name": "A100", "totalGlobalMem": big, "numSms": 108,
+                                 "x" * 500: big,
                                  "extra": [1, big, {"x": big, "y": 2}]}],
            "distributedInfo": {"rank": big, "world_size": 2, "backend": "nccl"}}
-    trace = read_trace(_write(tmp_path, json.dumps(doc).encode()))
+    data = json.dumps(doc).encode().replace(b'"OCC"', b"1e999999")
+    trace = read_trace(_write(tmp_path, data))
     trace.check()
     assert len(trace) == 5 and trace.origin_ns == 0  # base time ignored: ts 0 is the origin
     assert trace.threads == [(1, 1), (None, 1), (1, None), (0, 7)]
     kernel = int(np.flatnonzero(trace.kind == Kind.KERNEL)[0])
     assert trace.start[kernel] == 120_000 and trace.device[kernel] == 0  # pid: the fallback
     assert trace.blocks[kernel] == -1 and trace.correlation[kernel] == -1
+    assert np.isnan(trace.blocks_per_sm[kernel]) and np.isnan(trace.occupancy[kernel])
     assert trace.device_properties == [{"id": 0, "name": "A100", "numSms": 108,
                                         "extra": [1, {"y": 2}]}]
     assert trace.distributed_info == {"world_size": 2, "backend": "nccl"}
@@ -400,9 +404,11 @@ def test_integers_beyond_64_bits_are_dropped_with_notes(tmp_path):
     notes = _notes(trace)
     assert "(grid: 1, pid: 1, tid: 1)" in notes["ill_typed_values"]
     assert "dropped 2 events" in notes["dropped_events"]
-    assert "ignored 5 top-level metadata value(s)" in notes["bad_metadata"]
+    assert "ignored 6 top-level metadata value(s)" in notes["bad_metadata"]
+    assert notes["bad_metadata"].endswith("distributedInfo.rank and 1 more.")
+    assert f"deviceProperties[0].{'x' * 59}\u2026," in notes["bad_metadata"]  # 80 chars
     for where in ("deviceProperties[0].totalGlobalMem", "deviceProperties[0].extra[1]",
-                  "distributedInfo.rank", "baseTimeNanoseconds"):
+                  "deviceProperties[0].extra[2].x"):
         assert where in notes["bad_metadata"]
 
 
