@@ -17,9 +17,10 @@ from typing import Union
 
 import numpy as np
 
-from .columns import float_column, int_column, us_to_ns
-from .decode import Event, TraceObject, decode_any
+from .columns import INT64_MAX, INT64_MIN, float_column, int_column, us_to_ns
+from .decode import Args, Event, TraceObject, decode_any
 from .errors import TraceError
+from .metadata import checked_metadata, metadata_note
 from .model import EVENT_COLUMNS, MEMORY_COLUMNS, Note, Trace
 from .taxonomy import DEVICE_KINDS, HOST_KINDS, STEP_KINDS, STEP_NAME, Kind, category_kind
 
@@ -44,6 +45,8 @@ class Part:
     memory: list[dict[str, np.ndarray]]
     phases: dict
     entries: int
+    bad_values: dict
+    non_events: int
 
 
 def build_part(events: list[Event]) -> Part:
@@ -66,49 +69,111 @@ class ColumnBuilder:
         self._raw_shapes: dict[bytes, int] = {}
         self._kind_of: list[int] = []      # string id -> Kind of that string as a category
         self._is_step: list[bool] = []     # string id -> matches ProfilerStep#N
+        self._not_text: list[bool] = []    # string id -> an ill-typed value, not a string
         self.chunks: list[dict[str, np.ndarray]] = []
         self.ok: list[np.ndarray] = []
         self.memory: list[dict[str, np.ndarray]] = []
         self.phases: Counter = Counter()
         self.entries = 0
+        #: ill-typed values ignored, per field ("name", "grid", ...)
+        self.bad_values: Counter = Counter()
+        self.non_events = 0  # entries of the event list that are not objects
 
     # --- per chunk ---------------------------------------------------------------------
 
     def add(self, events: list[Event]) -> None:
         """Turn one chunk of decoded events into columns."""
         self.entries += len(events)
+        if not _all_of_types(events, _EVENT):
+            kept = [e for e in events if type(e) is Event]
+            self.non_events += len(events) - len(kept)
+            events = kept
         phases = [e.ph for e in events]
-        self.phases.update(phases)
+        try:
+            counts = Counter(phases)
+        except TypeError:  # an unhashable ph (list, object)
+            phases = self._checked(phases, "ph", _TEXT)
+            counts = Counter(phases)
+        for ph in [p for p in counts if type(p) not in _TEXT]:  # few keys: cheap
+            self.bad_values["ph"] += counts.pop(ph)
+        self.phases.update(counts)
         xs = [e for e, p in zip(events, phases) if p == "X"]
         mem = [e for e, p in zip(events, phases) if p == "i" and e.name == "[memory]"]
         if mem:
-            self.memory.append(_memory_columns(mem))
+            self.memory.append(_memory_columns(mem, self._checked_args(mem)))
         if xs:
             cols, ok = self._event_columns(xs)
             self.chunks.append(cols)
             self.ok.append(ok)
 
-    def _ids(self, values: list) -> np.ndarray:
+    def _checked(self, values: list, field: str, types: frozenset) -> list:
+        """``values`` with those whose type is not in ``types`` replaced by None (counted in
+        :attr:`bad_values` under ``field``). One C-speed pass when all are fine."""
+        if _all_of_types(values, types):
+            return values
+        bad = [type(v) not in types for v in values]
+        self.bad_values[field] += sum(bad)
+        return [None if b else v for v, b in zip(values, bad)]
+
+    def _checked_args(self, events: list[Event]) -> list:
+        """The events' ``args``: an :class:`~.decode.Args`, or None (ill-typed: counted)."""
+        return self._checked([e.args for e in events], "args", _ARGS)
+
+    def _usable_threads(self, thread_ids: np.ndarray) -> np.ndarray:
+        """Row mask: the row's pid and tid are known, ints (in int64 range) or strings; rows
+        with an ill-typed or out-of-range pid or tid are counted in :attr:`bad_values`."""
+        known = np.array([p is not None and t is not None for p, t in self.threads], dtype=bool)
+        out = known[thread_ids]
+        for k, field in enumerate(("pid", "tid")):
+            big = np.array([_bad_lane(lane[k]) for lane in self.threads], dtype=bool)
+            if big.any():
+                rows = big[thread_ids]
+                self.bad_values[field] += int(rows.sum())
+                out &= ~rows
+        return out
+
+    def _ids(self, values: list, field: str = "") -> np.ndarray:
         """Intern strings (``None`` -> ``""``) and return their ids; new strings also get
-        their kind-as-category and is-a-step-name flags."""
-        ids = np.fromiter(map(self.strings.__getitem__, values), np.int32, len(values))
+        their kind-as-category and is-a-step-name flags. Ill-typed values (``field``: what
+        they are) are interned too, flagged in ``_not_text`` (hashable ones: an int name),
+        or replaced by None (unhashable ones: a list)."""
+        try:
+            ids = np.fromiter(map(self.strings.__getitem__, values), np.int32, len(values))
+        except TypeError:
+            values = self._checked(values, field, _TEXT)
+            ids = np.fromiter(map(self.strings.__getitem__, values), np.int32, len(values))
         for s in list(self.strings)[len(self._kind_of):]:
-            self._kind_of.append(category_kind(s) if s is not None else Kind.OTHER)
-            self._is_step.append(bool(STEP_NAME.match(s)) if s is not None else False)
+            text = type(s) is str
+            self._kind_of.append(category_kind(s) if text else Kind.OTHER)
+            self._is_step.append(bool(STEP_NAME.match(s)) if text else False)
+            self._not_text.append(not text and s is not None)
         return ids
+
+    def _text_ok(self, ids: np.ndarray, field: str) -> np.ndarray:
+        """Row mask: the interned value is a string or None; others are counted."""
+        if not any(self._not_text):
+            return np.ones(len(ids), dtype=bool)
+        bad = np.array(self._not_text, dtype=bool)[ids]
+        if bad.any():
+            self.bad_values[field] += int(bad.sum())
+        return ~bad
 
     def _event_columns(self, xs: list[Event]) -> tuple[dict[str, np.ndarray], np.ndarray]:
         n = len(xs)
-        names = [e.name for e in xs]
         cats = [e.cat for e in xs]
-        name_ids = self._ids(names)
-        cat_ids = self._ids(cats)
-        ok = name_ids != self.strings.get(None, -1)
+        name_ids = self._ids([e.name for e in xs], "name")
+        cat_ids = self._ids(cats, "cat")
+        ok = (name_ids != self.strings.get(None, -1)) & self._text_ok(name_ids, "name")
+        self._text_ok(cat_ids, "cat")  # counted; kind OTHER
         pids = [e.pid for e in xs]
         tids = [e.tid for e in xs]
-        thread_ids = np.fromiter(map(self.threads.__getitem__, zip(pids, tids)), np.int32, n)
-        ok &= np.array([p is not None and t is not None for p, t in self.threads],
-                       dtype=bool)[thread_ids]
+        try:
+            thread_ids = np.fromiter(map(self.threads.__getitem__, zip(pids, tids)), np.int32, n)
+        except TypeError:  # an unhashable pid or tid
+            pids = self._checked(pids, "pid", _LANE)
+            tids = self._checked(tids, "tid", _LANE)
+            thread_ids = np.fromiter(map(self.threads.__getitem__, zip(pids, tids)), np.int32, n)
+        ok &= self._usable_threads(thread_ids)
         start, ok_ts = us_to_ns([e.ts for e in xs])
         dur, ok_dur = us_to_ns([e.dur for e in xs])
         ok &= ok_ts & ok_dur & (dur >= 0)
@@ -119,12 +184,12 @@ class ColumnBuilder:
         is_step = np.array(self._is_step, dtype=bool)[name_ids]
         kind[is_step & np.isin(kind, STEP_KINDS)] = Kind.STEP
 
-        args = [e.args for e in xs]
+        args = self._checked_args(xs)
         cols = {
             "kind": kind, "cat": cat_ids, "name": name_ids,
             "thread": thread_ids, "start": start, "dur": dur,
             **_link_columns(args, kind, pids, tids),
-            **_kernel_columns(args, kind),
+            **_kernel_columns(args, kind, self.bad_values),
         }
         cols["shape"], cols["stack"] = self._host_columns(args, kind)
         return cols, ok
@@ -155,7 +220,7 @@ class ColumnBuilder:
         """What this builder holds, as a :class:`Part` another builder can :meth:`merge`."""
         return Part(self.chunks, self.ok, list(self.strings), list(self.threads),
                     list(self.shapes), list(self.stacks), self.memory, dict(self.phases),
-                    self.entries)
+                    self.entries, dict(self.bad_values), self.non_events)
 
     def merge(self, part: Part) -> None:
         """Append a part built by another builder, renumbering its interned ids."""
@@ -176,6 +241,8 @@ class ColumnBuilder:
         self.memory += part.memory
         self.phases.update(part.phases)
         self.entries += part.entries
+        self.bad_values.update(part.bad_values)
+        self.non_events += part.non_events
 
     # --- whole file ----------------------------------------------------------------------
 
@@ -189,7 +256,12 @@ class ColumnBuilder:
         cols = _concat(self.chunks, EVENT_COLUMNS)
         ok = np.concatenate(self.ok) if self.ok else np.zeros(0, dtype=bool)
         self.chunks, self.ok = [], []
-        base_ns = top.baseTimeNanoseconds if type(top.baseTimeNanoseconds) is int else 0
+        meta = checked_metadata(top.deviceProperties, top.distributedInfo, {
+            k: getattr(top, k) for k in TraceObject.__struct_fields__
+            if k not in ("traceEvents", "deviceProperties", "distributedInfo")
+            and getattr(top, k) is not None})
+        if meta.ignored:
+            notes.append(metadata_note(name, meta.ignored))
         start, dur = cols["start"], cols["dur"]
         if ok.any():  # absurd timestamps: far from the bulk of the trace
             mid = int(np.median(start[ok]))
@@ -199,6 +271,7 @@ class ColumnBuilder:
                                   f"{name}: ignored {int(absurd.sum()):,} events with "
                                   "timestamps more than 30 days away from the rest of the trace."))
                 ok &= ~absurd
+        notes += self._type_notes()
         dropped = int((~ok).sum())
         if dropped:
             notes.append(Note("warning", "dropped_events",
@@ -214,17 +287,47 @@ class ColumnBuilder:
         memory = _concat(self.memory, MEMORY_COLUMNS)
         memory["ts"] -= origin_rel
         return Trace(
-            path=self.path, origin_ns=base_ns + origin_rel, events=cols,
-            strings=["" if s is None else s for s in self.strings], threads=list(self.threads),
+            path=self.path, origin_ns=meta.base_ns + origin_rel, events=cols,
+            strings=[s if type(s) is str else "" for s in self.strings],
+            threads=[tuple(None if _bad_lane(v) else v for v in lane) for lane in self.threads],
             shapes=list(self.shapes), stacks=list(self.stacks), memory=memory,
-            device_properties=[d for d in top.deviceProperties if isinstance(d, dict)]
-            if isinstance(top.deviceProperties, list) else [],
-            distributed_info=top.distributedInfo if isinstance(top.distributedInfo, dict) else {},
-            metadata={k: getattr(top, k) for k in TraceObject.__struct_fields__
-                      if k not in ("traceEvents", "deviceProperties", "distributedInfo")
-                      and getattr(top, k) is not None},
+            device_properties=meta.device_properties, distributed_info=meta.distributed_info,
+            metadata=meta.other,
             notes=notes, phase_counts=dict(self.phases),
         )
+
+    def _type_notes(self) -> list[Note]:
+        """Notes counting the entries that are not events and the ill-typed values ignored."""
+        out = []
+        if self.non_events:
+            out.append(Note("warning", "ill_typed_events",
+                            f"{self.name}: ignored {self.non_events:,} entries of the event list "
+                            "that are not events (not JSON objects)."))
+        if self.bad_values:
+            total = sum(self.bad_values.values())
+            fields = ", ".join(f"{k}: {v:,}" for k, v in sorted(self.bad_values.items()))
+            out.append(Note("warning", "ill_typed_values",
+                            f"{self.name}: ignored {total:,} ill-typed or out-of-range values "
+                            f"({fields}); an event whose name, pid/tid, ts or dur is unusable "
+                            "is dropped."))
+        return out
+
+
+_TEXT = frozenset({str, type(None)})
+_LANE = frozenset({str, int, type(None)})
+_ARGS = frozenset({Args, type(None)})
+_EVENT = frozenset({Event})
+
+
+def _bad_lane(v: object) -> bool:
+    """A pid/tid that is neither missing, text nor an int in int64 range."""
+    return v is not None and type(v) is not str and not (
+        type(v) is int and INT64_MIN <= v <= INT64_MAX)
+
+
+def _all_of_types(values: list, types: frozenset) -> bool:
+    """Is the type of every value in ``types``? (one C-speed pass)"""
+    return set(map(type, values)) <= types
 
 
 def _concat(chunks: list[dict[str, np.ndarray]], spec: dict) -> dict[str, np.ndarray]:
@@ -245,7 +348,7 @@ def _legacy_kinds(kind: np.ndarray, cats: list[str], pids: list) -> None:
 def _lane_int(v: Union[int, str, None]) -> int:
     """Device/stream number from an int or a label such as ``"stream 7"``; -1 if none."""
     if type(v) is int:
-        return v
+        return v if INT64_MIN <= v <= INT64_MAX else -1
     m = _STREAM.search(v) if isinstance(v, str) else None
     return int(m.group(1)) if m else -1
 
@@ -256,15 +359,30 @@ def _link_columns(args: list, kind: np.ndarray, pids: list, tids: list) -> dict:
                       if a is not None else None for a in args])
     device = np.full(len(args), -1, dtype=np.int64)
     stream = np.full(len(args), -1, dtype=np.int64)
-    for i in np.flatnonzero(np.isin(kind, DEVICE_KINDS)).tolist():
-        a = args[i]
-        d = a.device if a is not None and type(a.device) is int else _lane_int(pids[i])
-        s = a.stream if a is not None and type(a.stream) is int else _lane_int(tids[i])
-        device[i], stream[i] = d, s
+    rows = np.flatnonzero(np.isin(kind, DEVICE_KINDS)).tolist()
+    try:
+        _fill_lanes(device, stream, rows, args, pids, tids, lambda v: True)
+    except OverflowError:  # an args.device/stream beyond int64: use pid/tid instead
+        _fill_lanes(device, stream, rows, args, pids, tids, lambda v: INT64_MIN <= v <= INT64_MAX)
     return {"correlation": corr, "external_id": ext, "device": device, "stream": stream}
 
 
-def _kernel_columns(args: list, kind: np.ndarray) -> dict:
+def _fill_lanes(device: np.ndarray, stream: np.ndarray, rows: list[int], args: list,
+                pids: list, tids: list, check) -> None:
+    """Device and stream of device events: int ``args.device``/``args.stream`` that pass
+    ``check``, else the number in pid/tid."""
+    for i in rows:
+        a = args[i]
+        d = a.device if a is not None and type(a.device) is int and check(a.device) \
+            else _lane_int(pids[i])
+        s = a.stream if a is not None and type(a.stream) is int and check(a.stream) \
+            else _lane_int(tids[i])
+        device[i], stream[i] = d, s
+
+
+def _kernel_columns(args: list, kind: np.ndarray, bad: Counter) -> dict:
+    """Launch geometry and occupancy of kernels; ill-typed ``grid``/``block`` counted in
+    ``bad``."""
     n = len(args)
     blocks = np.full(n, -1, dtype=np.int64)
     tpb = np.full(n, -1, dtype=np.int64)
@@ -273,20 +391,32 @@ def _kernel_columns(args: list, kind: np.ndarray) -> dict:
     rows = np.flatnonzero(kind == Kind.KERNEL)
     if len(rows):
         sub = [args[i] for i in rows]
-        blocks[rows] = [_product(a.grid) if a is not None else -1 for a in sub]
-        tpb[rows] = [_product(a.block) if a is not None else -1 for a in sub]
+        for col, field in ((blocks, "grid"), (tpb, "block")):
+            dims = [getattr(a, field) if a is not None else None for a in sub]
+            col[rows] = sizes = [_product(d) for d in dims]
+            if -1 in sizes and (unknown := sum(s < 0 and d is not None
+                                               for s, d in zip(sizes, dims))):
+                bad[field] += unknown
 
         bps[rows] = float_column([a.blocks_per_sm if a is not None else None for a in sub])
         occ[rows] = float_column([a.occupancy if a is not None else None for a in sub])
     return {"blocks": blocks, "threads_per_block": tpb, "blocks_per_sm": bps, "occupancy": occ}
 
 
-def _product(dims: tuple[int, int, int] | None) -> int:
-    """Grid/block size: ``(x, y, z)`` -> ``x*y*z``; -1 when unknown or nonsensical."""
+def _product(dims: object) -> int:
+    """Grid/block size: ``[x, y, z]`` -> ``x*y*z``; -1 when unknown or nonsensical (not three
+    ints, negative, or absurdly large)."""
     if dims is None:
         return -1
-    out = dims[0] * dims[1] * dims[2]
-    return out if 0 <= out < 2**62 and min(dims) >= 0 else -1
+    try:
+        x, y, z = dims
+    except (TypeError, ValueError):
+        return -1
+    if type(x) is int is type(y) is type(z) and x >= 0 and y >= 0 and z >= 0:
+        out = x * y * z
+        if out < 2**62:
+            return out
+    return -1
 
 
 def _interner() -> dict:
@@ -304,9 +434,9 @@ def _format_dims(raw: bytes) -> str:
         return raw.decode("utf-8", "replace")
 
 
-def _memory_columns(mem: list[Event]) -> dict:
-    """Columns of ``[memory]`` instants; ts in ns relative to the file's time base."""
-    args = [e.args for e in mem]
+def _memory_columns(mem: list[Event], args: list) -> dict:
+    """Columns of ``[memory]`` instants (``args``: theirs, checked); ts in ns relative to
+    the file's time base."""
     ts, ok = us_to_ns([e.ts for e in mem])
 
     def col(field: str) -> np.ndarray:

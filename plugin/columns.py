@@ -11,7 +11,7 @@ Example: ``["1712195495519689.047", 12, "135.162"] -> [1712195495519689047, 1200
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 import numpy as np
 
@@ -34,7 +34,8 @@ def int_column(values: list, missing: int = -1) -> np.ndarray:
 
 
 def float_column(values: list) -> np.ndarray:
-    """Python values (ints, decimal text from ``float_hook=str``) -> float64; bad -> nan."""
+    """Python values (ints, decimal text from ``float_hook=str``) -> float64; bad or not
+    finite (``"1e999999"``, ``"inf"``) -> nan."""
     out = np.full(len(values), np.nan)
     for i, v in enumerate(values):
         if v is None:
@@ -43,6 +44,7 @@ def float_column(values: list) -> np.ndarray:
             out[i] = float(v)
         except (TypeError, ValueError, OverflowError):
             pass
+    out[np.isinf(out)] = np.nan
     return out
 
 
@@ -108,7 +110,7 @@ def _text_us_to_ns(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         try:
             d = Decimal(texts[i]) * 1000
             v = int(d.to_integral_value())  # ROUND_HALF_EVEN by default
-        except (InvalidOperation, ValueError, OverflowError):
+        except (ArithmeticError, ValueError):  # InvalidOperation, decimal.Overflow ("1e999999")
             continue
         if d.is_finite() and INT64_MIN <= v <= INT64_MAX:
             ns[i] = v

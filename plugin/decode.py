@@ -45,8 +45,8 @@ class Args(msgspec.Struct, gc=False):
     external_id_lc: Any = F(default=None, name="external id")
     device: Any = None
     stream: Any = None
-    grid: Optional[tuple[int, int, int]] = None
-    block: Optional[tuple[int, int, int]] = None
+    grid: Any = None  # [x, y, z] ints; checked by the builder
+    block: Any = None
     blocks_per_sm: Any = F(default=None, name="blocks per SM")
     occupancy: Any = F(default=None, name="est. achieved occupancy %")
     input_dims: msgspec.Raw = F(default=msgspec.Raw(b""), name="Input Dims")
@@ -59,24 +59,33 @@ class Args(msgspec.Struct, gc=False):
     total_reserved: Any = F(default=None, name="Total Reserved")
 
 
-class Event(msgspec.Struct, gc=False):
-    """One trace event. Typed fields make ill-typed events fail fast; such files are then
-    decoded event by event (:func:`_lenient`) and the bad events dropped and counted."""
+#: Any JSON value but an object (msgspec unions take one object type: here Args or Event).
+NotAnObject = Union[str, int, float, bool, None, list]
 
-    ph: Optional[str] = None
-    cat: Optional[str] = None
-    name: Optional[str] = None
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
+
+class Event(msgspec.Struct, gc=False):
+    """One trace event. Fields are decoded loosely (any JSON value) so that one ill-typed
+    value never fails its chunk: the builder checks the types, ignores the bad values and
+    counts them (issue 12). ``args`` that is not an object decodes as that value."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
     ts: Any = None  # int, or decimal text (float_hook=str)
     dur: Any = None
-    args: Optional[Args] = None
+    args: Union[Args, NotAnObject] = None
+
+
+#: An entry of ``traceEvents``: an event, or any other JSON value (ignored and counted).
+Entry = Union[Event, NotAnObject]
 
 
 class TraceObject(msgspec.Struct):
     """Top level of a Kineto trace object; only these keys are decoded."""
 
-    traceEvents: Union[list[Event], msgspec.UnsetType] = msgspec.UNSET
+    traceEvents: Union[list[Entry], msgspec.UnsetType] = msgspec.UNSET
     schemaVersion: Any = None
     deviceProperties: Any = None
     distributedInfo: Any = None
@@ -92,7 +101,7 @@ class TraceObject(msgspec.Struct):
 
 
 _OBJ = msgspec.json.Decoder(TraceObject, float_hook=str)
-_LIST = msgspec.json.Decoder(list[Event], float_hook=str)
+_LIST = msgspec.json.Decoder(list[Entry], float_hook=str)
 _ANY = msgspec.json.Decoder(float_hook=str)
 _ONE = msgspec.json.Decoder(Event, float_hook=str)
 
@@ -267,9 +276,9 @@ def decode_document(buf: bytes, name: str) -> tuple[TraceObject, list[Event], li
         try:
             decoded = decode(buf)
             break
-        except msgspec.ValidationError:  # ill-typed container somewhere: per-event path
-            # (typed decoding stops at the first ill-typed value: syntax damage after it is
-            # found, and repaired, by the untyped decode of the next round)
+        except msgspec.ValidationError:  # 'traceEvents' not a list (events decode loosely):
+            # per-event path, which says so (typed decoding stops at the first ill-typed
+            # value: syntax damage after it is found, and repaired, by the untyped decode)
             def decode(b: bytes) -> Any:
                 return _lenient(b, is_object, name, notes)
             continue

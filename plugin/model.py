@@ -80,9 +80,11 @@ class Trace:
     shapes: list[str]
     stacks: list[str]
     memory: dict[str, np.ndarray]
-    #: top-level ``deviceProperties`` list (dicts as in the file), possibly empty
+    #: top-level ``deviceProperties`` list (dicts as in the file, less the fields of the wrong
+    #: type and the ints beyond int64: :mod:`stepscope.metadata`), possibly empty
     device_properties: list[dict] = field(default_factory=list)
-    #: top-level ``distributedInfo`` (rank, world_size, backend, ...), possibly empty
+    #: top-level ``distributedInfo`` (rank, world_size, backend, ...; checked likewise),
+    #: possibly empty
     distributed_info: dict = field(default_factory=dict)
     #: other top-level scalars (schemaVersion, with_stack, profile_memory, traceName, ...)
     metadata: dict = field(default_factory=dict)

@@ -157,7 +157,8 @@ def _iter_bytes(path: str, notes: list[Note], progress: Progress) -> Iterator[by
         # JSON) or inflated (gzip): reading itself runs ahead by up to a CHUNK
         done = _Done(size, progress)
         if first[:2] != GZIP_MAGIC:
-            yield from _limited(done.counted(_chain(first, raw)), name)
+            yield from _limited(_cut_nul_tail(done.counted(_chain(first, raw)), name, notes),
+                                name)
             return
         pieces = _gunzip(_chain(first, raw), name, notes, done)
         first = next(pieces, b"")
@@ -165,7 +166,35 @@ def _iter_bytes(path: str, notes: list[Note], progress: Progress) -> Iterator[by
             notes.append(Note("info", "nested_gzip", f"{name} was compressed twice; unwrapped it."))
             pieces = _gunzip(_chain(first, pieces), name, notes)
             first = next(pieces, b"")
-        yield from _limited(_chain(first, pieces), name)
+        yield from _limited(_cut_nul_tail(_chain(first, pieces), name, notes), name)
+
+
+def _cut_nul_tail(pieces: Iterator[bytes], name: str, notes: list[Note]) -> Iterator[bytes]:
+    """``pieces`` without the NUL bytes that end them, with a note: a crashed writer leaves
+    its preallocated file padded with zeros after the JSON it wrote (issue 12). NULs held
+    back are handed on (at most :data:`OUT_PIECE` at a time) when data follows them. A file
+    that starts with NUL is no JSON at all: handed on as it is (refused at its first byte)."""
+    held = 0  # NUL bytes seen after the last other byte
+    seen = 0  # bytes handed on
+    for piece in pieces:
+        if not seen and piece[:1] == b"\0":
+            yield piece
+            yield from pieces
+            return
+        body = piece.rstrip(b"\0")
+        if body:
+            while held:
+                n = min(held, OUT_PIECE)
+                yield bytes(n)
+                held -= n
+                seen += n
+            yield body if len(body) == len(piece) else bytes(body)
+            seen += len(body)
+        held += len(piece) - len(body)
+    if held:
+        notes.append(Note("warning", "nul_tail",
+                          f"{name}: ignored {held:,} NUL bytes at the end of its JSON (from byte "
+                          f"{seen:,}): the file was preallocated and its writer stopped early."))
 
 
 def _limited(pieces: Iterator[bytes], name: str) -> Iterator[bytes]:

@@ -10,6 +10,8 @@ The healthy run keeps the exact numbers it has when analysed alone.
 from __future__ import annotations
 
 import concurrent.futures
+import gzip
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,3 +208,109 @@ def test_server_still_answers_after_the_corpus(corpus):
     assert not body["loading"]
     assert corpus.get("version").status_code == 200
     assert corpus.get("overview", run="healthy", worker="worker0").status_code == 200
+
+
+# --- issue 12: whole files that used to answer 500 / 422 ----------------------------------------
+
+BIG = 2**64
+
+
+def _kernels(n: int) -> list[dict]:
+    """A step with ``n`` ops, each launching one kernel on GPU 0 (valid Kineto shapes)."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1,
+               "tid": 1, "ts": 0, "dur": 20 * n + 10}]
+    for i in range(n):
+        events += [
+            {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 7}", "pid": 1, "tid": 1,
+             "ts": 20 * i + 1, "dur": 10, "args": {"External id": i}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": 20 * i + 2, "dur": 5, "args": {"External id": i, "correlation": i}},
+            {"ph": "X", "cat": "kernel", "name": f"kernel{i % 5}", "pid": 0, "tid": 7,
+             "ts": 20 * i + 5, "dur": 8, "args": {"device": 0, "stream": 7, "correlation": i,
+                                                 "grid": [4, 1, 1], "block": [128, 1, 1]}}]
+    return events
+
+
+def _overflow_doc() -> bytes:
+    events = _kernels(50)
+    events[7]["pid"] = BIG
+    data = json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": BIG,
+                       "deviceProperties": [{"id": 0, "name": "A100", "numSms": 108,
+                                             "totalGlobalMem": BIG}],
+                       "distributedInfo": {"rank": BIG, "world_size": 2},
+                       "traceEvents": events}, separators=(",", ":")).encode()  # orjson: 64 bits
+    data = data.replace(b'"ts":61,', b'"ts":1e999999,', 1)
+    return data.replace(b'"dur":8,', b'"dur":"1e999999",', 1)
+
+
+def _bad_props_doc() -> bytes:
+    return orjson.dumps({"deviceProperties": [{"id": "0", "name": ["A100"], "numSms": {"n": 1},
+                                               "totalGlobalMem": [80]}],
+                         "distributedInfo": {"rank": [0], "world_size": {"n": 2},
+                                             "backend": ["nccl"]},
+                         "traceEvents": _kernels(50)})
+
+
+def _ill_typed_doc() -> bytes:
+    events = _kernels(50)
+    events[3]["args"]["grid"] = [4, 1]  # the kernel of op 0
+    events[4]["dur"] = "soon"  # op 1
+    return orjson.dumps({"traceEvents": events})
+
+
+def _nul_tail_doc(ops: int) -> bytes:
+    return orjson.dumps({"traceEvents": _kernels(ops)}) + bytes(1 << 20)
+
+
+#: file name -> (bytes, note codes required); the plain NUL-tail file is > 4 MB, so the
+#: worker decodes it with a helper process (worker.HELPER_MIN_BYTES)
+ISSUE12 = {
+    "overflow.pt.trace.json": (_overflow_doc, {"bad_metadata", "dropped_events",
+                                               "ill_typed_values"}),
+    "props.pt.trace.json": (_bad_props_doc, {"bad_metadata"}),
+    "typed.pt.trace.json": (_ill_typed_doc, {"ill_typed_values", "dropped_events"}),
+    "nul.pt.trace.json": (lambda: _nul_tail_doc(12_000), {"nul_tail"}),
+    "nulgz.pt.trace.json.gz": (lambda: gzip.compress(_nul_tail_doc(2_000), 1), {"nul_tail"}),
+}
+
+
+@pytest.fixture(scope="module")
+def issue12(tmp_path_factory, views_module):
+    from stepscope.app import app_store, create_app
+
+    logdir = tmp_path_factory.mktemp("issue12")
+    for name, (make, _) in ISSUE12.items():
+        (logdir / name.split(".")[0]).mkdir()
+        (logdir / name.split(".")[0] / name).write_bytes(make())
+    assert (logdir / "nul" / "nul.pt.trace.json").stat().st_size > 4 << 20
+    cache = str(tmp_path_factory.mktemp("cache12"))
+    app = create_app(str(logdir), reload_interval=0, jobs=2, cache_dir=cache)
+    c = Corpus(app.test_client(), logdir, logdir, concurrent.futures.ThreadPoolExecutor(2))
+    deadline = time.monotonic() + READY_DEADLINE_S
+    while (body := c.get("runs").json)["loading"]:
+        assert time.monotonic() < deadline, f"still loading: {body['status']}"
+        time.sleep(0.1)
+    yield c, cache
+    c.pool.shutdown(wait=False)
+    app_store(app).close(timeout=5)
+
+
+@pytest.mark.parametrize("name", ISSUE12)
+def test_issue12_files_load_with_notes_and_are_cached(issue12, name):
+    """Each file answers 200 with its notes (before: 500 or 422 for the whole file), its
+    kernels are all there but the damaged ones, and its analysis was written to the cache."""
+    from stepscope.cache import DiskCache
+
+    corpus, cache = issue12
+    run, worker = name.split(".")[0], name.split(".")[0]
+    for route, params in ENDPOINTS:
+        resp = corpus.get(route, run=run, worker=worker, **params)
+        assert resp.status_code == 200, (name, route, resp.status_code, resp.get_data()[:300])
+    overview = _json(corpus.get("overview", run=run, worker=worker))
+    codes = {n["code"] for n in overview["notes"]}
+    assert ISSUE12[name][1] <= codes, (name, codes)
+    table = corpus.get("kernel/table", run=run, worker=worker, group_by="Kernel").json["data"]
+    calls = [c["name"] for c in table["columns"]].index("Calls")
+    want = {"overflow": 49, "typed": 50, "props": 50, "nul": 12_000, "nulgz": 2_000}[run]
+    assert sum(row[calls] for row in table["rows"]) == want, table
+    assert DiskCache(cache).get(str(corpus.logdir / run / name)) is not None

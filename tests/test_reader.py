@@ -205,7 +205,7 @@ def test_damaged_gzip_keeps_what_precedes_the_damage(tmp_path, inflater):
     (lambda d: d.replace(b'"ts": 10,', b'"ts": "soon",'), "dropped_events"),
     (lambda d: d.replace(b'"dur": 20', b'"dur": -1'), "dropped_events"),
     (lambda d: d.replace(b'"External id": 7', b'"External id": [7]'), None),
-    (lambda d: d.replace(b'"args": {', b'"args": ["oops"], "y": {'), "ill_typed_events"),
+    (lambda d: d.replace(b'"args": {', b'"args": ["oops"], "y": {'), "ill_typed_values"),
     (lambda d: d.replace(b'"traceEvents": [', b'"traceEvents": [5, null, "x",'), "ill_typed_events"),
 ])
 def test_repairable_damage(tmp_path, mutate, code):
@@ -341,3 +341,180 @@ def test_big_truncated_file_is_repaired_without_whole_decoding(tmp_path, monkeyp
     notes = {n.code: n.text for n in trace.notes}
     assert set(notes) == {"bom", "truncated"}
     assert f"truncated at byte {cut + 3:,}" in notes["truncated"]  # the BOM counts too
+
+
+# --- issue 12: overflowing numbers, ill-typed metadata and values, NUL tails -----------------
+
+
+def _notes(trace) -> dict[str, str]:
+    return {n.code: n.text for n in trace.notes}
+
+
+def _no_whole_document(monkeypatch):
+    """Fail the test if the reader falls back to the in-memory whole-document path."""
+    from stepscope import reader
+
+    def no_whole(*a, **k):
+        raise AssertionError("decoded whole")
+
+    monkeypatch.setattr(reader, "decode_document", no_whole)
+
+
+@pytest.mark.parametrize("value", [b"1e999999", b'"1e999999"', b"-1e999999", b'"-1E+999999"'])
+@pytest.mark.parametrize("key", [b'"ts": 110', b'"dur": 5'])
+def test_overflowing_ts_or_dur_drops_the_event(tmp_path, key, value):
+    """ts/dur beyond any int64 of ns (as a number or as text): that event is dropped with a
+    note, the others keep their exact times (before: decimal.Overflow, a 500)."""
+    data = _doc().replace(key, key.split(b":")[0] + b": " + value)
+    trace = read_trace(_write(tmp_path, data))
+    trace.check()
+    assert [trace.name_of(i) for i in range(len(trace))] == \
+        ["ProfilerStep#1", "aten::mm", "ProfilerStep#2"]
+    assert trace.events["start"].tolist() == [0, 10_000, 100_000]
+    assert "dropped 1 events" in _notes(trace)["dropped_events"]
+
+
+def test_integers_beyond_64_bits_are_dropped_with_notes(tmp_path):
+    """pid/tid, baseTimeNanoseconds, deviceProperties and distributedInfo integers >= 2**64
+    (which no int64 column nor the cache's JSON holds) are ignored, with notes."""
+    big = 2**64
+    events = [dict(e) for e in GOOD] + [
+        dict(GOOD[3], pid=big), dict(GOOD[3], tid=-big),
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 120, "dur": 3,
+         "args": {"device": big, "stream": 7, "grid": [big, 1, 1], "correlation": big,
+                  "blocks per SM": "1e999999", "est. achieved occupancy %": "OCC"}}]
+    doc = {"schemaVersion": 1, "baseTimeNanoseconds": big, "traceEvents": events,
+           "deviceProperties": [{"id": 0, "name": "A100", "totalGlobalMem": big, "numSms": 108,
+                                 "x" * 500: big,
+                                 "extra": [1, big, {"x": big, "y": 2}]}],
+           "distributedInfo": {"rank": big, "world_size": 2, "backend": "nccl"}}
+    data = json.dumps(doc).encode().replace(b'"OCC"', b"1e999999")
+    trace = read_trace(_write(tmp_path, data))
+    trace.check()
+    assert len(trace) == 5 and trace.origin_ns == 0  # base time ignored: ts 0 is the origin
+    assert trace.threads == [(1, 1), (None, 1), (1, None), (0, 7)]
+    kernel = int(np.flatnonzero(trace.kind == Kind.KERNEL)[0])
+    assert trace.start[kernel] == 120_000 and trace.device[kernel] == 0  # pid: the fallback
+    assert trace.blocks[kernel] == -1 and trace.correlation[kernel] == -1
+    assert np.isnan(trace.blocks_per_sm[kernel]) and np.isnan(trace.occupancy[kernel])
+    assert trace.device_properties == [{"id": 0, "name": "A100", "numSms": 108,
+                                        "extra": [1, {"y": 2}]}]
+    assert trace.distributed_info == {"world_size": 2, "backend": "nccl"}
+    assert trace.metadata == {"schemaVersion": 1}
+    notes = _notes(trace)
+    assert "(grid: 1, pid: 1, tid: 1)" in notes["ill_typed_values"]
+    assert "dropped 2 events" in notes["dropped_events"]
+    assert "ignored 6 top-level metadata value(s)" in notes["bad_metadata"]
+    assert notes["bad_metadata"].endswith("distributedInfo.rank and 1 more.")
+    assert f"deviceProperties[0].{'x' * 59}\u2026," in notes["bad_metadata"]  # 80 chars
+    for where in ("deviceProperties[0].totalGlobalMem", "deviceProperties[0].extra[1]",
+                  "deviceProperties[0].extra[2].x"):
+        assert where in notes["bad_metadata"]
+
+
+def test_ill_typed_metadata_fields_are_ignored(tmp_path):
+    """A deviceProperties or distributedInfo field of the wrong type (a list name, an object
+    rank) is ignored with a note; the other fields and entries stay (before: a 500 in the
+    GPU summary, which hashes names)."""
+    doc = {"traceEvents": GOOD,
+           "deviceProperties": [{"id": 0, "name": ["A100"], "numSms": 108, "computeMajor": "8",
+                                 "totalGlobalMem": {"GB": 80}, "vendor": "x"},
+                                "V100", {"id": 1, "name": "A100", "numSms": True}],
+           "distributedInfo": {"rank": [3], "world_size": 4, "backend": {"nccl": 1},
+                               "pg_config": [{"pg_name": "0", "ranks": [0, 1]}]}}
+    trace = read_trace(_write(tmp_path, json.dumps(doc).encode()))
+    assert trace.device_properties == [{"id": 0, "numSms": 108, "vendor": "x"},
+                                       {"id": 1, "name": "A100"}]
+    assert trace.distributed_info == {"world_size": 4,
+                                      "pg_config": [{"pg_name": "0", "ranks": [0, 1]}]}
+    text = _notes(trace)["bad_metadata"]
+    assert "ignored 7 top-level metadata value(s)" in text and "and 2 more" in text
+    assert text.startswith("w.pt.trace.json: ") and "deviceProperties[0].name" in text
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("chunked,helpers", [(False, 0), (True, 0), (True, 1)])
+def test_nul_tail_is_cut_with_a_note(tmp_path, monkeypatch, gz, chunked, helpers):
+    """A crashed writer's preallocated file: the JSON, then zeros. The zeros are cut with a
+    note, on the in-memory path, the chunked path and with a helper process; the chunked
+    paths never fall back to the whole-document repair (bounded by MAX_REPAIR_BYTES)."""
+    from stepscope import decode, rawfile
+
+    events = [dict(GOOD[1], ts=10 * i, args={"External id": i}) for i in range(3000)]
+    data = _doc(events) + b"\n" + bytes(3 << 20)
+    monkeypatch.setattr(rawfile, "CHUNK", 100_003)
+    monkeypatch.setattr(rawfile, "OUT_PIECE", 65_537)
+    if chunked:
+        monkeypatch.setattr(decode, "CHUNK_BYTES", 20_000)
+        monkeypatch.setattr(rawfile, "MAX_REPAIR_BYTES", 1 << 20)
+        _no_whole_document(monkeypatch)
+    name = "w.pt.trace.json" + (".gz" if gz else "")
+    path = _write(tmp_path, gzip.compress(data, 1) if gz else data, name)
+    trace = read_trace(path, helpers=helpers)
+    assert trace.events["external_id"].tolist() == list(range(3000))
+    assert set(_notes(trace)) == {"nul_tail"}
+    cut = len(data) - (3 << 20)
+    assert _notes(trace)["nul_tail"] == (
+        f"{name}: ignored {3 << 20:,} NUL bytes at the end of its JSON (from byte {cut:,}): "
+        "the file was preallocated and its writer stopped early.")
+
+
+def test_truncated_json_before_a_nul_tail_keeps_its_complete_events(tmp_path, monkeypatch):
+    from stepscope import decode
+
+    events = [dict(GOOD[1], ts=10 * i, args={"External id": i}) for i in range(3000)]
+    data = _doc(events)
+    cut = data.rindex(b'"External id": 2990')
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 20_000)
+    _no_whole_document(monkeypatch)
+    trace = read_trace(_write(tmp_path, data[:cut] + bytes(1 << 20)))
+    assert trace.events["external_id"].tolist() == list(range(2990))
+    assert set(_notes(trace)) == {"nul_tail", "truncated"}
+
+
+def _ill_typed_events() -> list[dict]:
+    """300 kernels, 9 of them with one ill-typed value each, and 3 non-event entries."""
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": 10 * i,
+               "dur": 4, "args": {"correlation": i, "grid": [i + 1, 2, 1], "block": [32, 1, 1]}}
+              for i in range(300)]
+    events[10]["args"]["grid"] = [1, 2]  # -> blocks unknown, event kept
+    events[20]["args"]["block"] = "big"  # -> threads per block unknown, event kept
+    events[30]["args"] = ["not", "a", "dict"]  # -> no args (stream from tid), event kept
+    events[40]["dur"] = "soon"  # -> dropped
+    events[50]["name"] = {"a": 1}  # -> dropped
+    events[60]["name"] = 5  # -> dropped
+    events[70]["pid"] = [0]  # -> dropped
+    events[80]["ph"] = 88  # -> not a duration event
+    events[90]["cat"] = ["kernel"]  # -> kind OTHER, event kept
+    return events[:100] + [5, None, "x"] + events[100:]
+
+
+@pytest.mark.parametrize("helpers", [0, 1])
+def test_one_ill_typed_value_drops_only_that_value(tmp_path, monkeypatch, helpers):
+    """An ill-typed value (a 2-element grid, a string dur, a list pid...) costs only that
+    value (or its event when it is the name, pid/tid, ts or dur), counted in one note. The
+    chunks stay on the fast path: a big such trace loads even above the repair limit (it
+    used to fall back to the whole-document repair, and answer 422 above it)."""
+    from stepscope import decode, rawfile
+
+    data = _doc(_ill_typed_events())
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 5_000)
+    monkeypatch.setattr(rawfile, "MAX_REPAIR_BYTES", len(data) // 4)
+    _no_whole_document(monkeypatch)
+    trace = read_trace(_write(tmp_path, data), helpers=helpers)
+    trace.check()
+    kept = [i for i in range(300) if i not in (40, 50, 60, 70, 80)]
+    assert [trace.name_of(r) for r in range(len(trace))] == [f"k{i}" for i in kept]
+    assert trace.events["correlation"].tolist() == [-1 if i == 30 else i for i in kept]
+    # k90 (a list cat) is of kind OTHER: no kernel columns
+    assert trace.blocks.tolist() == [-1 if i in (10, 30, 90) else 2 * (i + 1) for i in kept]
+    assert trace.threads_per_block.tolist() == [-1 if i in (20, 30, 90) else 32 for i in kept]
+    assert trace.stream.tolist() == [-1 if i == 90 else 7 for i in kept]
+    assert trace.kind.tolist() == [Kind.OTHER if i == 90 else Kind.KERNEL for i in kept]
+    assert trace.phase_counts == {"X": 299}
+    notes = _notes(trace)
+    assert notes["ill_typed_values"].startswith(
+        "w.pt.trace.json: ignored 8 ill-typed or out-of-range values (args: 1, block: 1, cat: 1, "
+        "grid: 1, name: 2, ph: 1, pid: 1)")
+    assert "dropped 4 events" in notes["dropped_events"]  # dur, 2 names, pid
+    assert "ignored 3 entries" in notes["ill_typed_events"]
