@@ -26,6 +26,7 @@ except ImportError:  # a platform without an isal wheel
     import zlib  # type: ignore[no-redef]
 
 from .errors import TraceError
+from .fs import filesystem_of
 from .model import Note
 
 CHUNK = 16 << 20  # file bytes read per step (and per progress tick)
@@ -145,12 +146,13 @@ def read_whole(path: str, notes: list[Note], limit: int | None = None) -> bytes:
 def _iter_bytes(path: str, notes: list[Note], progress: Progress) -> Iterator[bytes]:
     name = os.path.basename(path)
     try:
-        f = open(path, "rb")
+        fs = filesystem_of(path)  # a local path or a remote URL (stepscope.fs)
+        f = fs.open(path)
+        size = fs.stat(path).size
     except OSError as e:
         raise TraceError("cannot read file", f"{name}: {e.strerror or e}. Check that the file "
                          "exists and is readable.", file=name) from e
     with f:
-        size = os.fstat(f.fileno()).st_size
         raw = _read(f, size, name)
         first = next(raw, b"")
         # progress: the share of the file's bytes consumed, as they are handed on (plain
@@ -237,21 +239,30 @@ class _Done:
 
 def _read(f, size: int, name: str = "") -> Iterator[bytes]:
     done = 0
-    before = os.fstat(f.fileno())
+    before = _fstat(f)
     try:
         while chunk := f.read(CHUNK):
             done += len(chunk)
             yield chunk
-        after = os.fstat(f.fileno())
+        after = _fstat(f)
     except OSError as e:
         raise TraceError("cannot read file", f"{name}: read failed after {done:,} bytes: {e}",
                          file=name or None) from e
     # Rewritten in place while we read: what we got may mix old and new bytes.
-    if done != size or (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+    if done != size or after != before:
         raise TraceError("file changed while it was read",
                          f"{name} was modified while Stepscope read it ({size:,} -> "
-                         f"{after.st_size:,} bytes); it is read again once it stops changing.",
-                         file=name or None)
+                         f"{after[0] if after else done:,} bytes); it is read again once it "
+                         "stops changing.", file=name or None)
+
+
+def _fstat(f) -> tuple[int, int] | None:
+    """(size, mtime_ns) of an open local file; None for a remote one (fixed once opened)."""
+    try:
+        st = os.fstat(f.fileno())
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return None
+    return st.st_size, st.st_mtime_ns
 
 
 def _gunzip(chunks: Iterator[bytes], name: str, notes: list[Note],
