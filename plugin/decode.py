@@ -71,6 +71,7 @@ class Event(msgspec.Struct, gc=False):
     ts: Any = None  # int, or decimal text (float_hook=str)
     dur: Any = None
     args: Optional[Args] = None
+    id: Any = None  # flow id (legacy ``cpu_to_cuda`` flows link an op to its kernels)
 
 
 class TraceObject(msgspec.Struct):

@@ -150,7 +150,9 @@ def attach_by_time(trace: Trace, links: Links, tree: HostTree) -> Links:
     inner_op = nearest_marked_ancestor(tree.parent, is_op)[pos]
     skipped = (inner_op >= 0) & (inner_op != own_pos) & tree.contains(own_pos, inner_op)
     valid = tree.contains(own_pos, pos) & ~skipped
-    parent = tree.parent[pos]
+    # nearest enclosing host event (a runtime call may nest in another: not an owner)
+    host = trace.kind[tree.rows] != Kind.RUNTIME
+    parent = nearest_marked_ancestor(tree.parent, host)[pos]
     by_time = np.where(inner_op >= 0, inner_op, parent)
     redo = ~valid & (trace.external_id[rts] > 0) & (by_time >= 0)
     owner = links.owner.copy()
