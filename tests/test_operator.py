@@ -539,3 +539,20 @@ def test_runtime_call_nested_in_another_is_attached_to_the_host_event_around_bot
     views.analysis.check()
     rows = {r["name"]: r for r in views.get("operation/table", {})}
     assert times(rows["region"]) == (1, 2, 10, 7, 7)   # k2 was lost (owner: the outer call)
+
+
+def test_correlation_lookup_picks_the_last_launch_before_the_activity():
+    from stepscope.analysis.links import _lookup_before
+
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        n, m = int(rng.integers(1, 30)), int(rng.integers(1, 20))
+        keys, starts = rng.integers(0, 6, n), rng.integers(0, 20, n)
+        rows = np.arange(n) + 100
+        q, at = rng.integers(0, 8, m), rng.integers(-2, 25, m)
+        got = _lookup_before(keys, starts, rows, q, at)
+        for i in range(m):
+            same = sorted((int(starts[j]), j) for j in range(n) if keys[j] == q[i])
+            before = [j for s, j in same if s <= at[i]]
+            want = -1 if not same else rows[before[-1] if before else same[0][1]]
+            assert got[i] == want

@@ -68,16 +68,28 @@ def _lookup(keys: np.ndarray, rows: np.ndarray, queries: np.ndarray) -> np.ndarr
 def _lookup_before(keys: np.ndarray, starts: np.ndarray, rows: np.ndarray,
                    queries: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Row of ``rows`` whose key equals each query, the last one starting at or before
-    ``at`` (else the first one with that key); -1 when no key matches."""
+    ``at`` (else the first one with that key); -1 when no key matches. Keys are mostly
+    unique: only the repeated ones are ordered and searched by start."""
     if not len(keys) or not len(queries):
         return np.full(len(queries), -1, dtype=np.int64)
-    order = np.lexsort((rows, starts, keys))
+    order = np.argsort(keys, kind="stable")
     sk = keys[order]
+    dup = np.zeros(len(sk), dtype=bool)
+    dup[1:] = sk[1:] == sk[:-1]
+    dup[:-1] |= dup[1:]
+    d = np.flatnonzero(dup)  # whole blocks of equal keys, in key order: sort each by start
+    if len(d):
+        order[d] = order[d][np.lexsort((order[d], starts[order[d]], sk[d]))]
     lo = np.searchsorted(sk, queries, side="left")
-    hit = np.searchsorted(sk, queries, side="right") > lo
-    last = np.searchsorted(_pair(sk, starts[order]), _pair(queries, at), side="right") - 1
-    pos = np.minimum(np.where(last >= lo, last, lo), len(sk) - 1)
-    return np.where(hit, rows[order[pos]], -1)
+    hi = np.searchsorted(sk, queries, side="right")
+    pos = np.minimum(lo, len(sk) - 1)
+    multi = np.flatnonzero(hi - lo > 1)
+    if len(multi):
+        last = np.searchsorted(_pair(sk[d], starts[order[d]]),
+                               _pair(queries[multi], at[multi]), side="right") - 1
+        at_d = np.searchsorted(d, lo[multi])  # the block start within d
+        pos[multi] = np.where(last >= at_d, d[np.maximum(last, 0)], lo[multi])
+    return np.where(hi > lo, rows[order[pos]], -1)
 
 
 def _pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:
