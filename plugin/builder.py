@@ -4,7 +4,8 @@
 each chunk into columns at once (the structs can then be freed) and shares the interning
 tables (strings, threads, shapes, stacks) across chunks. :meth:`ColumnBuilder.finish` joins
 the chunks, applies ``baseTimeNanoseconds``, drops absurd or ill-typed events (with notes)
-and moves the origin to the earliest start.
+and moves the origin to the earliest start. Legacy ``cpu_to_cuda`` flows become correlation
+ids shared by an op and its kernels (:func:`_link_legacy_flows`).
 """
 
 from __future__ import annotations

@@ -3,10 +3,15 @@
 Per node of the host tree (after same-name collapse):
 
 - host total  = its (clipped) duration
-- host self   = host total - durations of its direct children (ops, user ranges, python
-  frames) - durations of the runtime calls attached to it (External id)
+- host self   = host total - (clipped) durations of its direct children: ops, user ranges,
+  python frames, and the attached runtime calls directly inside it. Each nested event is
+  subtracted once, from its direct parent, so host self >= 0 (SPEC §2.7)
 - device self = device time of its runtime calls (kernels, memcpys, memsets they launched)
 - device total = device self of its whole subtree (a contiguous range in tree order)
+
+Device time launched directly under a user range, python frame or step is the device self
+of that range (range rows, SPEC §2.4.8); :class:`DeviceAccounts` says where all of the
+span's device time went.
 
 Example: ``conv [0, 10)`` with child ``cudnn [2, 8)`` whose ``cudaLaunchKernel [3, 4)``
 launched a 5 µs kernel: conv self 4 / total 10 host, 0 / 5 device; cudnn 5 / 6, 5 / 5.
