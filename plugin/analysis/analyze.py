@@ -85,7 +85,8 @@ def launch_notes(acc: DeviceAccounts) -> list[Note]:
         notes.append(Note("info", "unlaunched_device_activity",
                           f"{acc.orphans:,} device activities ({us(acc.orphan_ns)} µs) have no "
                           "launching runtime call in the trace (queued before the profiler "
-                          "started); they count in the kernel view but in no operator row."))
+                          "started, or their calls are missing from the file); they count in "
+                          "the kernel view but in no operator row."))
     if acc.idle_launches:
         notes.append(Note("warning", "launches_without_activity",
                           f"{acc.idle_launches:,} launch calls (kernels, graphs, memcpys, "
