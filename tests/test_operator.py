@@ -556,3 +556,21 @@ def test_correlation_lookup_picks_the_last_launch_before_the_activity():
             before = [j for s, j in same if s <= at[i]]
             want = -1 if not same else rows[before[-1] if before else same[0][1]]
             assert got[i] == want
+
+
+def test_legacy_flows_survive_chunks_built_in_other_processes():
+    from stepscope.builder import ColumnBuilder, build_part
+    from stepscope.decode import Event, TraceObject
+
+    cpu, cuda = "CPU functions", "CUDA functions"
+    first = [Event(ph="X", name="aten::mm", pid=cpu, tid=0, ts=100, dur=10),
+             Event(ph="X", name="gemm", pid=cuda, tid=0, ts=105, dur=7)]
+    # the flows come in a later chunk whose own thread table starts with the CUDA lane
+    second = [Event(ph="f", cat="cpu_to_cuda", name="gemm", pid=cuda, tid=0, ts=105, id=4),
+              Event(ph="s", cat="cpu_to_cuda", name="aten::mm", pid=cpu, tid=0, ts=100, id=4)]
+    builder = ColumnBuilder("legacy.json")
+    builder.merge(build_part(first))
+    builder.merge(build_part(second))
+    views = build_views(builder.finish(TraceObject(), []))
+    rows = {r["name"]: r for r in views.get("operation/table", {})}
+    assert times(rows["aten::mm"]) == (1, 10, 10, 7, 7)
