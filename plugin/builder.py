@@ -4,7 +4,8 @@
 each chunk into columns at once (the structs can then be freed) and shares the interning
 tables (strings, threads, shapes, stacks) across chunks. :meth:`ColumnBuilder.finish` joins
 the chunks, applies ``baseTimeNanoseconds``, drops absurd or ill-typed events (with notes)
-and moves the origin to the earliest start.
+and moves the origin to the earliest start. Legacy ``cpu_to_cuda`` flows become correlation
+ids shared by an op and its kernels (:func:`_link_legacy_flows`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 import numpy as np
@@ -47,6 +48,8 @@ class Part:
     entries: int
     bad_values: dict
     non_events: int
+    #: legacy ``cpu_to_cuda`` flow ends: columns ``is_end``, ``thread``, ``ts`` (ns), ``id``
+    flows: list = field(default_factory=list)
 
 
 def build_part(events: list[Event]) -> Part:
@@ -78,6 +81,7 @@ class ColumnBuilder:
         #: ill-typed values ignored, per field ("name", "grid", ...)
         self.bad_values: Counter = Counter()
         self.non_events = 0  # entries of the event list that are not objects
+        self.flows: list[dict[str, np.ndarray]] = []
 
     # --- per chunk ---------------------------------------------------------------------
 
@@ -105,6 +109,19 @@ class ColumnBuilder:
             cols, ok = self._event_columns(xs)
             self.chunks.append(cols)
             self.ok.append(ok)
+        flows = [e for e, p in zip(events, phases) if p in ("s", "f") and e.cat == "cpu_to_cuda"
+                 and type(e.pid) in _LANE and type(e.tid) in _LANE]
+        if flows:
+            self.flows.append(self._flow_columns(flows))
+
+    def _flow_columns(self, flows: list[Event]) -> dict[str, np.ndarray]:
+        """Ends of legacy ``cpu_to_cuda`` flows (``s`` on the op, ``f`` on the kernel)."""
+        ts, ok = us_to_ns([e.ts for e in flows])
+        ids = int_column([e.id for e in flows])
+        ok &= ids >= 0
+        thread = np.fromiter((self.threads[(e.pid, e.tid)] for e in flows), np.int64, len(flows))
+        is_end = np.array([e.ph == "f" for e in flows], dtype=bool)
+        return {"is_end": is_end[ok], "thread": thread[ok], "ts": ts[ok], "id": ids[ok]}
 
     def _checked(self, values: list, field: str, types: frozenset) -> list:
         """``values`` with those whose type is not in ``types`` replaced by None (counted in
@@ -220,7 +237,7 @@ class ColumnBuilder:
         """What this builder holds, as a :class:`Part` another builder can :meth:`merge`."""
         return Part(self.chunks, self.ok, list(self.strings), list(self.threads),
                     list(self.shapes), list(self.stacks), self.memory, dict(self.phases),
-                    self.entries, dict(self.bad_values), self.non_events)
+                    self.entries, dict(self.bad_values), self.non_events, self.flows)
 
     def merge(self, part: Part) -> None:
         """Append a part built by another builder, renumbering its interned ids."""
@@ -239,6 +256,7 @@ class ColumnBuilder:
             self.chunks.append(cols)
         self.ok += part.ok
         self.memory += part.memory
+        self.flows += [{**f, "thread": threads[f["thread"]].astype(np.int64)} for f in part.flows]
         self.phases.update(part.phases)
         self.entries += part.entries
         self.bad_values.update(part.bad_values)
@@ -282,6 +300,9 @@ class ColumnBuilder:
         if not len(cols["kind"]) and not self.memory:
             raise TraceError("no usable events", f"{name}: none of its {len(ok):,} duration "
                              "events has a valid name, pid/tid, ts and dur.", file=name)
+        if self.flows:
+            _link_legacy_flows(cols, self.flows)
+            self.flows = []
         origin_rel = int(cols["start"].min()) if len(cols["kind"]) else 0
         cols["start"] -= origin_rel
         memory = _concat(self.memory, MEMORY_COLUMNS)
@@ -333,6 +354,42 @@ def _all_of_types(values: list, types: frozenset) -> bool:
 def _concat(chunks: list[dict[str, np.ndarray]], spec: dict) -> dict[str, np.ndarray]:
     return {k: (np.concatenate([c[k] for c in chunks]) if chunks else np.zeros(0)).astype(
         dtype, copy=False) for k, (dtype, _) in spec.items()}
+
+
+def _link_legacy_flows(cols: dict[str, np.ndarray], flows: list[dict[str, np.ndarray]]) -> None:
+    """Legacy exports link an op to its kernels only by ``cpu_to_cuda`` flows: the ``s`` end
+    at the op's start on its thread, the ``f`` end at the kernel's start on its lane. Give
+    each such op and its kernels one correlation id (the op's smallest flow id), so the
+    analysis links them like a runtime call and its kernels (the op is its own launcher).
+    Among ops starting together the innermost (shortest) is the launcher."""
+    f = {k: np.concatenate([c[k] for c in flows]) for k in ("is_end", "thread", "ts", "id")}
+    kind, thread, start = cols["kind"], cols["thread"].astype(np.int64), cols["start"]
+
+    def rows_at(mask: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Row of kind ``mask`` starting at each flow end's (thread, ts), shortest first; -1."""
+        rows = np.flatnonzero(mask)
+        rows = rows[np.lexsort((cols["dur"][rows], start[rows], thread[rows]))]
+        pair = [("t", np.int64), ("s", np.int64)]
+        keys = np.empty(len(rows), dtype=pair)
+        keys["t"], keys["s"] = thread[rows], start[rows]
+        q = np.empty(len(ends), dtype=pair)
+        q["t"], q["s"] = f["thread"][ends], f["ts"][ends]
+        j = np.minimum(np.searchsorted(keys, q, side="left"), max(len(rows) - 1, 0))
+        if not len(rows):
+            return np.full(len(ends), -1, dtype=np.int64)
+        return np.where(keys[j] == q, rows[j], -1)
+
+    starts, ends = np.flatnonzero(~f["is_end"]), np.flatnonzero(f["is_end"])
+    op_of = dict(zip(f["id"][starts].tolist(), rows_at(kind == Kind.HOST_OP, starts).tolist()))
+    kernel_rows = rows_at(np.isin(kind, DEVICE_KINDS), ends)
+    corr = cols["correlation"]
+    for fid, k in zip(f["id"][ends].tolist(), kernel_rows.tolist()):
+        o = op_of.get(fid, -1)
+        if o < 0 or k < 0:
+            continue
+        if corr[o] < 0:
+            corr[o] = fid
+        corr[k] = corr[o]
 
 
 def _legacy_kinds(kind: np.ndarray, cats: list[str], pids: list) -> None:

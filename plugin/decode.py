@@ -76,6 +76,7 @@ class Event(msgspec.Struct, gc=False):
     ts: Any = None  # int, or decimal text (float_hook=str)
     dur: Any = None
     args: Union[Args, NotAnObject] = None
+    id: Any = None  # flow id (legacy ``cpu_to_cuda`` flows link an op to its kernels)
 
 
 #: An entry of ``traceEvents``: an event, or any other JSON value (ignored and counted).

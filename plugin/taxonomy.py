@@ -96,6 +96,11 @@ COMMUNICATION_KERNEL_NAME = re.compile(r"^(nccl|rccl)", re.IGNORECASE)
 #: Host ops left out of the operator table (besides ProfilerStep and DataLoader __next__).
 OPERATOR_EXCLUDED_NAME = re.compile(r"^(ProfilerStep#\d+|Optimizer\.|enumerate\((DataLoader|DataPipe)\)#)")
 
+#: Runtime/driver calls that queue device work (a kernel, graph, memcpy or memset); one
+#: with no captured device activity is counted in a data-quality note (SPEC §2.4.8).
+LAUNCH_CALL_NAME = re.compile(
+    r"^(cu|cuda|hip|hipExt)\w*(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Memcpy|Memset)")
+
 # --- tensor cores (SPEC §2.3, §2.6) --------------------------------------------------------
 
 #: Kernel names recognised as using tensor cores.

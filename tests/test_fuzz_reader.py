@@ -34,7 +34,7 @@ FUZZ = settings(max_examples=_LONG or 200, deadline=None, derandomize=not _LONG,
 
 CATS = ["cpu_op", "Operator", "user_annotation", "python_function", "cuda_runtime", "Runtime",
         "kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "gpu_user_annotation",
-        "cuda_sync", "Trace", "cpu_instant_event", "ac2g", "weird", ""]
+        "cuda_sync", "Trace", "cpu_instant_event", "ac2g", "cpu_to_cuda", "weird", ""]
 NAMES = ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#x", "aten::mm", "aten::conv2d",
          "cudaLaunchKernel", "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
          "nccl:all_reduce", "ncclKernel_AllReduce", "volta_h884gemm", "[memory]",
@@ -67,7 +67,8 @@ events = st.fixed_dictionaries({}, optional={
     "cat": st.one_of(st.sampled_from(CATS), weird), "name": st.one_of(st.sampled_from(NAMES), weird),
     "pid": st.one_of(st.integers(0, 3), st.sampled_from(["CPU functions", "CUDA functions", "0"]), weird),
     "tid": st.one_of(st.integers(0, 3), st.sampled_from(["stream 7", "t"]), weird),
-    "ts": times, "dur": times, "args": st.one_of(args, weird), "id": weird,
+    "ts": times, "dur": times, "args": st.one_of(args, weird),
+    "id": st.one_of(st.integers(0, 6), weird),
 })
 tops = st.fixed_dictionaries({}, optional={
     "schemaVersion": weird, "deviceProperties": st.one_of(st.lists(st.dictionaries(
@@ -114,6 +115,10 @@ def test_random_event_lists_read_and_analyse(workdir, top, evs, as_list, pretty,
     if trace is None:
         return
     views = build_views(trace)
+    a = views.analysis  # operator invariants (SPEC §2.7): self times >= 0, device time kept
+    a.tree.check()
+    a.nodes.check()
+    a.accounts.check()
     for route in ViewSet.ROUTES:
         params = {"op_name": "aten::mm"} if route == "operation/stack" else {"id": "0"}
         try:

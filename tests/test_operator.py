@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 from tracebuild import (
+    SHARED,
     build,
+    ev,
     have_shared,
     kernel,
     launch,
@@ -21,6 +27,8 @@ from tracebuild import (
 from stepscope.analysis import analyze
 from stepscope.analysis import tree as T
 from stepscope.errors import BadParameter
+from stepscope.reader import read_trace
+from stepscope.taxonomy import Kind
 from stepscope.views import build_views
 
 
@@ -320,3 +328,249 @@ def test_group_ids_equals_unique_rows(n, hi):
     unique, inverse = np.unique(keys, axis=0, return_inverse=True)
     assert ids.tolist() == inverse.reshape(-1).tolist()  # groups in ascending key order
     assert keys[first].tolist() == unique.tolist()  # a row of each group
+
+
+# --- device time outside any operator, notes, host self >= 0 (SPEC §2.4.4, 8; §2.7) ---------
+
+
+def _notes(views):
+    return {n["code"]: n["text"] for n in views.notes()}
+
+
+def test_device_time_launched_outside_any_operator_gets_range_rows():
+    views = build_views(build([
+        step(1, 0, 100),
+        user("triton_block", 10, 30),
+        ev("cuda_driver", "cuLaunchKernel", 12, 2, args={"correlation": 1}),  # no id: by time
+        kernel("triton_k", 20, 8, corr=1),
+        py("model.py(7): fn", 50, 20),
+        runtime("cudaLaunchKernel", 55, 1, corr=2, ext=9),  # id names nothing: by time
+        kernel("k2", 60, 5, corr=2),
+        *launch("aten::mm", 80, 10, "gemm", 85, 4, corr=3, ext=3),
+        runtime("cudaMemcpyAsync", 95, 1, corr=4),           # directly under the step
+        memcpy(96, 2, corr=4),
+        step(2, 100, 50),
+        runtime("cudaLaunchKernel", 110, 1, corr=5),
+        kernel("k5", 112, 3, corr=5),
+        runtime("cudaLaunchKernel", 200, 1, corr=6),         # enclosed by no host event
+        kernel("late", 202, 6, corr=6),
+        kernel("early", 0, 7, corr=99),                      # launched before the profiler
+    ]))
+    views.analysis.check()
+    rows = {r["name"]: r for r in views.get("operation/table", {})}
+    assert set(rows) == {"aten::mm", "triton_block", "model.py(7): fn", "ProfilerStep#*"}
+    assert "kind" not in rows["aten::mm"] and times(rows["aten::mm"]) == (1, 9, 10, 4, 4)
+    assert rows["triton_block"]["kind"] == "range"
+    assert times(rows["triton_block"]) == (1, 28, 30, 8, 8)
+    assert times(rows["model.py(7): fn"]) == (1, 19, 20, 5, 5)
+    # step 1: 100 - 30 - 20 - 10 - 1 (its memcpy call); step 2: 50 - 1
+    assert times(rows["ProfilerStep#*"]) == (2, 88, 150, 5, 5)
+    acc = views.analysis.accounts
+    assert (acc.total_ns, acc.operator_ns, acc.range_ns) == (35_000, 4_000, 18_000)
+    assert (acc.unattributed_calls, acc.unattributed_ns, acc.orphans, acc.orphan_ns) == (
+        1, 6_000, 1, 7_000)
+    notes = _notes(views)
+    assert notes["unattributed_launches"].startswith("1 runtime calls")
+    assert "the 6 µs of device time" in notes["unattributed_launches"]
+    assert notes["unlaunched_device_activity"].startswith("1 device activities (7 µs)")
+    pies = views.get("operation", {})
+    assert dict(pies["device_self_time"]["rows"])["ProfilerStep#*"] == 5
+    assert "ProfilerStep#*" not in dict(pies["host_self_time"]["rows"])
+
+
+def test_launch_without_captured_device_activity_is_noted():
+    views = build_views(build([
+        *launch("aten::mm", 0, 10, "gemm", 5, 4, corr=1, ext=1),
+        op("aten::add", 20, 10, ext=2),
+        runtime("cudaLaunchKernel", 21, 1, corr=2, ext=2),     # its kernel was never captured
+        runtime("cudaStreamSynchronize", 23, 1, corr=3, ext=2),  # launches nothing
+    ]))
+    views.analysis.check()
+    assert views.analysis.accounts.idle_launches == 1
+    assert _notes(views)["launches_without_activity"].startswith("1 launch calls")
+    clean = build_views(build(launch("aten::mm", 0, 10, "gemm", 5, 4, corr=1, ext=1)))
+    assert "launches_without_activity" not in _notes(clean)
+
+
+def test_runtime_call_attached_by_time_through_a_user_range_is_subtracted_once():
+    rows = table([
+        op("aten::linear", 0, 20, ext=1),
+        user("inner", 2, 15),
+        runtime("cudaLaunchKernel", 3, 14, corr=1, ext=77),  # id names nothing: to the op
+        kernel("k", 30, 4, corr=1),
+    ])
+    assert times(rows["aten::linear"]) == (1, 5, 20, 4, 4)   # was 20 - 15 - 14 = -9
+
+
+def test_runtime_call_under_a_python_frame_child_is_subtracted_once():
+    rows = table([
+        op("vllm::moe_forward", 0, 20, ext=1),
+        py("fused_moe.py(10): run", 1, 18),
+        runtime("cudaLaunchKernel", 2, 15, corr=1, ext=1),
+        kernel("moe", 30, 4, corr=1),
+    ])
+    assert times(rows["vllm::moe_forward"]) == (1, 2, 20, 4, 4)   # was -13
+
+
+def test_driver_call_nested_in_its_runtime_call_is_subtracted_once():
+    rows = table([
+        op("aten::mm", 0, 10, ext=1),
+        runtime("cudaLaunchKernel", 1, 8, corr=1, ext=1),
+        ev("cuda_driver", "cuLaunchKernel", 2, 6, args={"correlation": 2, "External id": 1}),
+        kernel("gemm", 20, 3, corr=1),
+    ])
+    assert times(rows["aten::mm"]) == (1, 2, 10, 3, 3)   # was 10 - 8 - 6 = -4
+
+
+def test_runtime_call_overhanging_its_op_is_subtracted_clipped():
+    views = build_views(build([
+        op("aten::mm", 0, 10, ext=1),
+        runtime("cudaLaunchKernel", 8, 6, corr=1, ext=1),    # ends 4 µs after the op
+        kernel("gemm", 20, 3, corr=1),
+    ]))
+    rows = {r["name"]: r for r in views.get("operation/table", {})}
+    assert times(rows["aten::mm"]) == (1, 8, 10, 3, 3)   # was 10 - 6 = 4
+    assert "partial_overlaps" in _notes(views)
+
+
+def test_correlation_ids_repeating_across_processes_link_to_their_own_process():
+    views = build_views(build([
+        ev("cpu_op", "a", 0, 10, pid=100, args={"External id": 1}),
+        ev("cuda_runtime", "cudaLaunchKernel", 1, 1, pid=100,
+           args={"correlation": 1, "External id": 1}),
+        ev("cpu_op", "b", 50, 10, pid=200, args={"External id": 2}),
+        ev("cuda_runtime", "cudaLaunchKernel", 51, 1, pid=200,
+           args={"correlation": 1, "External id": 2}),
+        kernel("ka", 2, 3, corr=1, device_id=0),
+        kernel("kb", 52, 7, corr=1, device_id=1),
+    ]))
+    views.analysis.check()
+    rows = {r["name"]: r for r in views.get("operation/table", {})}
+    assert rows["a"]["device_self_duration"] == 3 and rows["b"]["device_self_duration"] == 7
+
+
+def test_legacy_autograd_export_links_ops_to_kernels_by_flows(tmp_path):
+    def x(name, ts, dur, pid):
+        return {"name": name, "ph": "X", "ts": ts, "dur": dur, "tid": 0, "pid": pid, "args": {}}
+
+    def flow(ph, name, ts, pid, fid):
+        return {"name": name, "ph": ph, "ts": ts, "tid": 0, "pid": pid, "id": fid,
+                "cat": "cpu_to_cuda", "args": {}}
+
+    cpu, cuda = "CPU functions", "CUDA functions"
+    events = [
+        x("aten::conv2d", 100, 20, cpu), x("aten::mm", 100, 10, cpu),
+        flow("s", "aten::mm", 100, cpu, 1), flow("f", "gemm", 105, cuda, 1),
+        x("gemm", 105, 7, cuda),
+        flow("s", "aten::mm", 100, cpu, 2), flow("f", "gemm2", 115, cuda, 2),
+        x("gemm2", 115, 3, cuda),
+        x("orphan", 130, 2, cuda),
+    ]
+    path = tmp_path / "legacy.json"
+    path.write_text(json.dumps(events))
+    views = build_views(read_trace(str(path)))
+    views.analysis.check()
+    rows = {r["name"]: r for r in views.get("operation/table", {})}
+    assert times(rows["aten::mm"]) == (1, 10, 10, 10, 10)
+    assert times(rows["aten::conv2d"]) == (1, 10, 20, 0, 10)
+    assert views.analysis.accounts.orphans == 1
+
+
+def test_invariants_hold_on_random_traces():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        events = []
+        for k in range(int(rng.integers(1, 40))):
+            t0 = int(rng.integers(0, 200))
+            dur = int(rng.integers(0, 60))
+            tid = int(rng.integers(1, 3))
+            maker = rng.choice(["op", "user", "py", "step"])
+            if maker == "op":
+                events.append(op(f"aten::o{k % 5}", t0, dur, tid=tid,
+                                 ext=int(rng.integers(0, 30))))
+            elif maker == "user":
+                events.append(user(f"r{k % 3}", t0, dur, tid=tid))
+            elif maker == "py":
+                events.append(py(f"f{k % 3}", t0, dur, tid=tid))
+            else:
+                events.append(step(k, t0, dur, tid=tid))
+        for c in range(int(rng.integers(0, 30))):
+            t0 = int(rng.integers(0, 250))
+            events.append(runtime("cudaLaunchKernel", t0, int(rng.integers(0, 20)),
+                                  corr=int(rng.integers(0, 20)), ext=int(rng.integers(0, 30)),
+                                  tid=int(rng.integers(1, 3))))
+            events.append(kernel(f"k{c % 4}", t0 + int(rng.integers(-5, 30)),
+                                 int(rng.integers(0, 15)), corr=int(rng.integers(0, 25))))
+        a = analyze(build(events))
+        a.tree.check()
+        a.nodes.check()     # host/device self >= 0 (SPEC §2.7)
+        a.accounts.check()  # device time accounted for
+
+
+#: every real trace file of the shared folder (all runs, including those discovery may not list)
+REAL_TRACES = sorted(str(p.relative_to(SHARED)) for p in Path(SHARED).rglob("*.json*")
+                     if p.name.endswith((".json", ".json.gz"))) if have_shared() else []
+
+
+@needs_shared
+@pytest.mark.parametrize("rel", REAL_TRACES)
+def test_real_traces_keep_the_operator_invariants(rel):
+    views = build_views(read_trace(os.path.join(SHARED, rel)))
+    views.analysis.check()   # host/device self >= 0, device time accounted for (SPEC §2.7)
+    rows = views.get("operation/table", {})
+    assert all(r["host_self_duration"] >= 0 for r in rows)
+    acc = views.analysis.accounts
+    shown = sum(r["device_self_duration"] for r in rows)
+    assert abs(shown - (acc.operator_ns + acc.range_ns) / 1000) <= len(rows) / 2 + 1
+    kernels = views.get("kernel/table", {"group_by": "Kernel"})["data"]
+    col = [c["name"] for c in kernels["columns"]].index("Total Duration (us)")
+    kernel_ns = views.analysis.trace.dur[views.analysis.trace.kind == Kind.KERNEL].sum()
+    assert abs(sum(r[col] for r in kernels["rows"]) - kernel_ns / 1000) <= len(kernels["rows"])
+
+
+def test_runtime_call_nested_in_another_is_attached_to_the_host_event_around_both():
+    views = build_views(build([
+        user("region", 0, 10),
+        runtime("cudaLaunchKernel", 1, 8, corr=1, ext=5),   # ids name no event: by time
+        runtime("cudaLaunchKernel", 2, 2, corr=2, ext=6),   # nested in the call above
+        kernel("k1", 20, 3, corr=1),
+        kernel("k2", 30, 4, corr=2),
+    ]))
+    views.analysis.check()
+    rows = {r["name"]: r for r in views.get("operation/table", {})}
+    assert times(rows["region"]) == (1, 2, 10, 7, 7)   # k2 was lost (owner: the outer call)
+
+
+def test_correlation_lookup_picks_the_last_launch_before_the_activity():
+    from stepscope.analysis.links import _lookup_before
+
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        n, m = int(rng.integers(1, 30)), int(rng.integers(1, 20))
+        keys, starts = rng.integers(0, 6, n), rng.integers(0, 20, n)
+        rows = np.arange(n) + 100
+        q, at = rng.integers(0, 8, m), rng.integers(-2, 25, m)
+        got = _lookup_before(keys, starts, rows, q, at)
+        for i in range(m):
+            same = sorted((int(starts[j]), j) for j in range(n) if keys[j] == q[i])
+            before = [j for s, j in same if s <= at[i]]
+            want = -1 if not same else rows[before[-1] if before else same[0][1]]
+            assert got[i] == want
+
+
+def test_legacy_flows_survive_chunks_built_in_other_processes():
+    from stepscope.builder import ColumnBuilder, build_part
+    from stepscope.decode import Event, TraceObject
+
+    cpu, cuda = "CPU functions", "CUDA functions"
+    first = [Event(ph="X", name="aten::mm", pid=cpu, tid=0, ts=100, dur=10),
+             Event(ph="X", name="gemm", pid=cuda, tid=0, ts=105, dur=7)]
+    # the flows come in a later chunk whose own thread table starts with the CUDA lane
+    second = [Event(ph="f", cat="cpu_to_cuda", name="gemm", pid=cuda, tid=0, ts=105, id=4),
+              Event(ph="s", cat="cpu_to_cuda", name="aten::mm", pid=cpu, tid=0, ts=100, id=4)]
+    builder = ColumnBuilder("legacy.json")
+    builder.merge(build_part(first))
+    builder.merge(build_part(second))
+    views = build_views(builder.finish(TraceObject(), []))
+    rows = {r["name"]: r for r in views.get("operation/table", {})}
+    assert times(rows["aten::mm"]) == (1, 10, 10, 7, 7)

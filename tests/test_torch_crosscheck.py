@@ -1,6 +1,8 @@
-"""Cross-check against torch itself (SPEC §2.4.8): on CPU traces written by torch.profiler,
+"""Cross-check against torch itself (SPEC §2.4.9): on CPU traces written by torch.profiler,
 calls, host total and host self per operator name (and per name + input shape) equal
-``prof.key_averages()`` within 1 µs.
+``prof.key_averages()`` within 1 µs, both ways: every operator of ours is in key_averages,
+and every key_averages entry is an operator of ours, or an event SPEC §2.4.5 keeps out of
+the table (user ranges, python frames, ProfilerStep, DataLoader ``__next__``, Optimizer.*).
 
 The traces are generated in a subprocess (pinned CPU torch, ``pip install torch==2.13.0``):
 a training loop with a DataLoader and record_function ranges, a transformer with
@@ -150,6 +152,38 @@ def test_calls_host_total_and_self_equal_key_averages(generated, name):
     for key, (calls, total, _) in ours.items():
         assert rows[key]["calls"] == calls
         assert abs(rows[key]["host_total_duration"] - total / 1000) <= 0.5
+
+
+def _not_table_rows(views) -> set[str]:
+    """Names of the trace's host events that SPEC §2.4.5 keeps out of the operator table."""
+    from stepscope.taxonomy import OPERATOR_EXCLUDED_NAME, Kind
+
+    t = views.analysis.trace
+    host = (t.kind == Kind.USER_RANGE) | (t.kind == Kind.PYTHON) | (t.kind == Kind.STEP)
+    names = {t.strings[i] for i in set(t.name[host].tolist())}
+    if (t.kind == Kind.STEP).any():
+        names.add("ProfilerStep*")  # key_averages' one entry for every ProfilerStep#N
+    return names | {s for s in t.strings if OPERATOR_EXCLUDED_NAME.match(s)}
+
+
+def _missing(ours: dict, theirs: dict, not_rows: set, by_shape: bool) -> list[str]:
+    """key_averages entries that are neither our operators nor SPEC-excluded events."""
+    return [f"{key}: {k} not in our table" for key, k in theirs.items()
+            if key not in ours and (key[0] if by_shape else key) not in not_rows]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_key_averages_operator_is_in_our_table(generated, name):
+    views, ka = _load(generated, name)
+    not_rows = _not_table_rows(views)
+    bad = _missing(_ns(views, by_shape=False), ka["by_name"], not_rows, by_shape=False)
+    assert not bad, "\n".join(bad[:20])
+    assert any(k in not_rows for k in ka["by_name"])   # the exclusions are exercised
+    assert len(_missing({}, ka["by_name"], not_rows, by_shape=False)) > 10  # and can fail
+    if name in ("transformer", "memory"):
+        theirs = {(e["name"], e["shape"]): e for e in ka["by_shape"]}
+        bad = _missing(_ns(views, by_shape=True), theirs, not_rows, by_shape=True)
+        assert not bad, "\n".join(bad[:20])
 
 
 @pytest.mark.parametrize("name", ["transformer", "memory"])

@@ -26,6 +26,8 @@ export function operatorColumns(rows, groupBy) {
   const gpu = rows.some((r) => Number(r.device_total_duration) > 0 || Number(r.device_self_duration) > 0);
   const cols = [{ key: "name", label: "Operator", kind: "text", shorten: 80, width: "16em" }];
   if (groupBy === "OperationAndInputShape") cols.push({ key: "input_shape", label: "Input shape", kind: "code", width: "15em" });
+  if (rows.some((r) => r.kind === "range")) cols.push({ key: "kind", label: "Row", kind: "text",
+    help: "range: device time launched directly under a user range, python frame or step, outside any operator (SPEC §2.4.8)." });
   cols.push({ key: "calls", label: "Calls", kind: "count" });
   for (const [key, label, help] of DURATIONS) {
     if (has(key) && (gpu || !key.startsWith("device"))) cols.push({ key, label, kind: "duration", help });
@@ -106,7 +108,7 @@ export async function render(root, ctx) {
       columns: operatorColumns(rows, groupBy), rows, noun: "operators",
       searchKeys: ["name", "input_shape"], searchPlaceholder: "Search operators or shapes…",
       state: ctx.state, onStateChange: (patch) => ctx.update(patch),
-      rowKey: (r) => `${r.name}\u0000${r.input_shape ?? ""}`,
+      rowKey: (r) => `${r.name}\u0000${r.input_shape ?? ""}${r.kind ? `\u0000${r.kind}` : ""}`,
       expandable: (r) => !!r.has_call_stack,
       renderDetail: rows.some((r) => r.has_call_stack) ? (r) => stackDetail(ctx, groupBy, r) : null,
     }).element);

@@ -19,7 +19,7 @@ from ..taxonomy import (
 from .breakdown import Breakdown, name_mask, step_breakdown
 from .gpu_metrics import GpuSummary, gpu_summaries, is_rocm
 from .links import Links, attach_by_time, link
-from .operators import OpNodes, call_stacks, op_nodes
+from .operators import DeviceAccounts, OpNodes, call_stacks, device_accounts, op_nodes
 from .recommendations import Facts, Item, gather_facts, recommend
 from .steps import Steps, find_steps
 from .tree import HostTree, any_ancestor_or_self, build_tree
@@ -37,6 +37,7 @@ class Analysis:
     breakdown: Breakdown
     gpus: list[GpuSummary]
     nodes: OpNodes
+    accounts: DeviceAccounts
     stack_ids: np.ndarray
     stack_strings: list[str]
     tc_kernel: np.ndarray       # row mask: kernels using tensor cores
@@ -56,6 +57,7 @@ class Analysis:
         self.steps.check()
         self.breakdown.check()
         self.nodes.check()
+        self.accounts.check()
 
 
 def communication_kernels(trace: Trace, links: Links, tree: HostTree) -> np.ndarray:
@@ -67,6 +69,35 @@ def communication_kernels(trace: Trace, links: Links, tree: HostTree) -> np.ndar
         rows = np.flatnonzero(kernel)
         comm[rows] |= tree.flag_at_rows(collective, links.launching_op(rows))
     return comm
+
+
+def launch_notes(acc: DeviceAccounts) -> list[Note]:
+    """Data-quality notes for device time no operator or range row shows, and for launches
+    that produced no captured device activity (SPEC §2.4.8)."""
+    notes = []
+    if acc.unattributed_calls:
+        notes.append(Note("info", "unattributed_launches",
+                          f"{acc.unattributed_calls:,} runtime calls belong to no host event "
+                          "(External id 0 or missing, or enclosed by no host event of their "
+                          f"thread); the {us(acc.unattributed_ns)} µs of device time they "
+                          "launched is in no operator row."))
+    if acc.orphans:
+        notes.append(Note("info", "unlaunched_device_activity",
+                          f"{acc.orphans:,} device activities ({us(acc.orphan_ns)} µs) have no "
+                          "launching runtime call in the trace (queued before the profiler "
+                          "started, or their calls are missing from the file); they count in "
+                          "the kernel view but in no operator row."))
+    if acc.idle_launches:
+        notes.append(Note("warning", "launches_without_activity",
+                          f"{acc.idle_launches:,} launch calls (kernels, graphs, memcpys, "
+                          "memsets) have no captured device activity (the profiler stopped "
+                          "before they ran, or its activity buffer overflowed)."))
+    return notes
+
+
+def us(value_ns: int) -> str:
+    """ns -> whole µs with thousands separators (rounded half to even, as the tables)."""
+    return f"{round(value_ns / 1000):,}"
 
 
 def analyze(trace: Trace) -> Analysis:
@@ -85,6 +116,7 @@ def analyze(trace: Trace) -> Analysis:
     breakdown = step_breakdown(trace, steps, comm_kernel, gpu=gpu)
     gpus = gpu_summaries(trace, steps.window(), tc_kernel)
     nodes = op_nodes(trace, tree, links, tc_kernel)
+    accounts = device_accounts(trace, tree, links, nodes)
     stack_ids, stack_strings = call_stacks(trace, tree)
     tc_eligible_name = np.fromiter((bool(TENSOR_CORE_ELIGIBLE_OP.search(s)) for s in trace.strings),
                                    bool, len(trace.strings))
@@ -106,8 +138,9 @@ def analyze(trace: Trace) -> Analysis:
                           f"{tree.clipped:,} host events overlapped the event they start in "
                           "without ending inside it (fractional timestamps); each was clipped to "
                           "that event for the operator view."))
+    notes += launch_notes(accounts)
     return Analysis(trace=trace, links=links, tree=tree, steps=steps, breakdown=breakdown,
-                    gpus=gpus, nodes=nodes, stack_ids=stack_ids, stack_strings=stack_strings,
+                    gpus=gpus, nodes=nodes, accounts=accounts, stack_ids=stack_ids, stack_strings=stack_strings,
                     tc_kernel=tc_kernel, comm_kernel=comm_kernel,
                     tc_eligible_name=tc_eligible_name, gpu=gpu, rocm=rocm, has_host=has_host,
                     has_kernels=has_kernels, facts=facts, items=recommend(facts), notes=notes)

@@ -2,7 +2,14 @@
 
 A device activity (kernel, memcpy, memset) and the runtime call that launched it share
 ``args.correlation``; a runtime call belongs to the host event whose ``External id``
-equals its own (id 0 / missing: to no host event). Flow events are never used.
+equals its own (id 0 / missing: to no host event). Flow events are never used, except in
+legacy ``torch.autograd.profiler`` exports, which have no runtime calls: the reader writes
+each ``cpu_to_cuda`` flow's id into the correlation of the op and of the kernel it joins,
+and the op is then its own launcher (and owner).
+
+Correlation ids repeat across the processes of one trace, and a device activity's ``pid``
+is its device, not a process: among the launches sharing an activity's id, the one that
+started last at or before the activity launched it (a launch precedes its work).
 
 Example: kernel row 9 (correlation 42) <- runtime row 4 (correlation 42, External id 7)
 <- host op row 2 (External id 7) gives ``launcher[9] == 4`` and ``owner[4] == 2``.
@@ -34,6 +41,8 @@ class Links:
     #: rows of device activities, of runtime calls (file order)
     activity_rows: np.ndarray
     runtime_rows: np.ndarray
+    #: rows that launch device work: runtime calls, and host ops of legacy exports
+    launch_rows: np.ndarray
 
     #: runtime calls attached by time because their External id named no enclosing event
     owners_by_time: int = 0
@@ -56,6 +65,40 @@ def _lookup(keys: np.ndarray, rows: np.ndarray, queries: np.ndarray) -> np.ndarr
     return np.where(hit, rows[order[pos_c]], -1)
 
 
+def _lookup_before(keys: np.ndarray, starts: np.ndarray, rows: np.ndarray,
+                   queries: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Row of ``rows`` whose key equals each query, the last one starting at or before
+    ``at`` (else the first one with that key); -1 when no key matches. Keys are mostly
+    unique: only the repeated ones are ordered and searched by start."""
+    if not len(keys) or not len(queries):
+        return np.full(len(queries), -1, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    dup = np.zeros(len(sk), dtype=bool)
+    dup[1:] = sk[1:] == sk[:-1]
+    dup[:-1] |= dup[1:]
+    d = np.flatnonzero(dup)  # whole blocks of equal keys, in key order: sort each by start
+    if len(d):
+        order[d] = order[d][np.lexsort((order[d], starts[order[d]], sk[d]))]
+    lo = np.searchsorted(sk, queries, side="left")
+    hi = np.searchsorted(sk, queries, side="right")
+    pos = np.minimum(lo, len(sk) - 1)
+    multi = np.flatnonzero(hi - lo > 1)
+    if len(multi):
+        last = np.searchsorted(_pair(sk[d], starts[order[d]]),
+                               _pair(queries[multi], at[multi]), side="right") - 1
+        at_d = np.searchsorted(d, lo[multi])  # the block start within d
+        pos[multi] = np.where(last >= at_d, d[np.maximum(last, 0)], lo[multi])
+    return np.where(hi > lo, rows[order[pos]], -1)
+
+
+def _pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sortable ``(a, b)`` pairs as one structured array (lexicographic order)."""
+    out = np.empty(len(a), dtype=[("a", np.int64), ("b", np.int64)])
+    out["a"], out["b"] = a, b
+    return out
+
+
 def link(trace: Trace) -> Links:
     """Build the launch links of ``trace`` (vectorised: sort + searchsorted)."""
     n = len(trace)
@@ -70,7 +113,15 @@ def link(trace: Trace) -> Links:
     rt_c = runtime_rows[corr[runtime_rows] >= 0]
     act_c = activity_rows[corr[activity_rows] >= 0]
     launcher = np.full(n, -1, dtype=np.int64)
-    launcher[act_c] = _lookup(corr[rt_c], rt_c, corr[act_c])
+    launcher[act_c] = _lookup_before(corr[rt_c], trace.start[rt_c], rt_c, corr[act_c],
+                                     trace.start[act_c])
+    # legacy exports: the host op is the launcher (correlation from cpu_to_cuda flows)
+    legacy = np.zeros(0, dtype=np.int64)
+    rest = act_c[launcher[act_c] < 0]
+    ops = np.flatnonzero((kind == Kind.HOST_OP) & (corr >= 0))
+    if len(rest) and len(ops):
+        launcher[rest] = _lookup(corr[ops], ops, corr[rest])
+        legacy = np.unique(launcher[rest][launcher[rest] >= 0])
 
     # host events by External id; host ops win over ranges/steps that share an id
     host = np.flatnonzero(trace.mask(*HOST_KINDS) & (ext > 0))
@@ -78,6 +129,7 @@ def link(trace: Trace) -> Links:
     rt_e = runtime_rows[ext[runtime_rows] > 0]
     owner = np.full(n, -1, dtype=np.int64)
     owner[rt_e] = _lookup(ext[host], host, ext[rt_e])
+    owner[legacy] = legacy
 
     linked = activity_rows[launcher[activity_rows] >= 0]
     device_ns = np.zeros(n, dtype=np.int64)
@@ -88,7 +140,8 @@ def link(trace: Trace) -> Links:
         device_count = np.bincount(launcher[linked], minlength=n).astype(np.int64)
     return Links(launcher=launcher, owner=owner, device_ns=device_ns,
                  device_count=device_count, activity_rows=activity_rows,
-                 runtime_rows=runtime_rows)
+                 runtime_rows=runtime_rows,
+                 launch_rows=np.sort(np.concatenate((runtime_rows, legacy))))
 
 
 def attach_by_time(trace: Trace, links: Links, tree: HostTree) -> Links:
@@ -109,7 +162,9 @@ def attach_by_time(trace: Trace, links: Links, tree: HostTree) -> Links:
     inner_op = nearest_marked_ancestor(tree.parent, is_op)[pos]
     skipped = (inner_op >= 0) & (inner_op != own_pos) & tree.contains(own_pos, inner_op)
     valid = tree.contains(own_pos, pos) & ~skipped
-    parent = tree.parent[pos]
+    # nearest enclosing host event (a runtime call may nest in another: not an owner)
+    host = trace.kind[tree.rows] != Kind.RUNTIME
+    parent = nearest_marked_ancestor(tree.parent, host)[pos]
     by_time = np.where(inner_op >= 0, inner_op, parent)
     redo = ~valid & (trace.external_id[rts] > 0) & (by_time >= 0)
     owner = links.owner.copy()

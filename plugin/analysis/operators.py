@@ -3,10 +3,15 @@
 Per node of the host tree (after same-name collapse):
 
 - host total  = its (clipped) duration
-- host self   = host total - durations of its direct children (ops, user ranges, python
-  frames) - durations of the runtime calls attached to it (External id)
+- host self   = host total - (clipped) durations of its direct children: ops, user ranges,
+  python frames, and the attached runtime calls directly inside it. Each nested event is
+  subtracted once, from its direct parent, so host self >= 0 (SPEC §2.7)
 - device self = device time of its runtime calls (kernels, memcpys, memsets they launched)
 - device total = device self of its whole subtree (a contiguous range in tree order)
+
+Device time launched directly under a user range, python frame or step is the device self
+of that range (range rows, SPEC §2.4.8); :class:`DeviceAccounts` says where all of the
+span's device time went.
 
 Example: ``conv [0, 10)`` with child ``cudnn [2, 8)`` whose ``cudaLaunchKernel [3, 4)``
 launched a 5 µs kernel: conv self 4 / total 10 host, 0 / 5 device; cudnn 5 / 6, 5 / 5.
@@ -14,12 +19,12 @@ launched a 5 µs kernel: conv self 4 / total 10 host, 0 / 5 device; cudnn 5 / 6,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..model import Trace
-from ..taxonomy import OPERATOR_EXCLUDED_NAME, Kind
+from ..taxonomy import LAUNCH_CALL_NAME, OPERATOR_EXCLUDED_NAME, STEP_NAME, Kind
 from .breakdown import name_mask
 from .links import Links
 from .tree import HostTree, collapse_same_name, nearest_marked_ancestor
@@ -45,6 +50,7 @@ class OpNodes:
         a = self.alive
         assert (self.host_self[a] <= self.host_total[a]).all()
         assert (self.device_self[a] <= self.device_total[a]).all()
+        assert (self.host_self[a] >= 0).all() and (self.device_self[a] >= 0).all()
 
 
 def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -93,24 +99,24 @@ def op_nodes(trace: Trace, tree: HostTree, links: Links, tc_kernel: np.ndarray) 
     alive = rep == np.arange(n)
     dur = tree.end - tree.start
 
-    # host children of surviving nodes, re-parented onto the representative of their parent
-    # (runtime calls are leaves of the tree too; they count through their owner instead)
-    kid = np.flatnonzero(alive & (tree.parent >= 0) & (kind != Kind.RUNTIME))
+    # launches -> owning node (the collapse maps it to the representative below)
+    launches, owner_pos = launch_owners(trace, tree, links)
+    dev_raw = _sum_to(owner_pos, links.device_ns[launches], n)  # on the original position
+
+    # every nested host event and every attached runtime call counts once, against its
+    # direct parent (a call inside a user range inside an op is the range's, not the op's;
+    # a driver call inside its runtime call is the runtime call's), with clipped durations;
+    # children of merged nodes are re-parented onto the representative
+    attached = np.zeros(n, dtype=bool)
+    attached[tree.pos_of_row[launches]] = True
+    kid = np.flatnonzero(alive & (tree.parent >= 0) & ((kind != Kind.RUNTIME) | attached))
     child_ns = _sum_to(rep[tree.parent[kid]], dur[kid], n)
 
-    # runtime calls -> owning node (through the collapse)
-    rts = links.runtime_rows[links.owner[links.runtime_rows] >= 0]
-    owner_pos = tree.pos_of_row[links.owner[rts]]
-    ok = owner_pos >= 0
-    rts, owner_pos = rts[ok], owner_pos[ok]
-    rt_ns = _sum_to(rep[owner_pos], trace.dur[rts], n)
-    dev_raw = _sum_to(owner_pos, links.device_ns[rts], n)  # on the original position
-
-    # tensor-core device time per runtime call
+    # tensor-core device time per launch
     acts = links.activity_rows[tc_kernel[links.activity_rows]]
     acts = acts[links.launcher[acts] >= 0]
     tc_rt = _sum_to(links.launcher[acts], trace.dur[acts], len(trace))
-    tc_raw = _sum_to(owner_pos, tc_rt[rts], n)
+    tc_raw = _sum_to(owner_pos, tc_rt[launches], n)
 
     def subtree(raw: np.ndarray) -> np.ndarray:
         cum = np.concatenate(([0], np.cumsum(raw)))
@@ -119,9 +125,68 @@ def op_nodes(trace: Trace, tree: HostTree, links: Links, tc_kernel: np.ndarray) 
     def to_rep(raw: np.ndarray) -> np.ndarray:
         return _sum_to(rep, raw, n)
 
-    return OpNodes(alive=alive, rep=rep, host_total=dur, host_self=dur - child_ns - rt_ns,
+    return OpNodes(alive=alive, rep=rep, host_total=dur, host_self=dur - child_ns,
                    device_self=to_rep(dev_raw), device_total=subtree(dev_raw),
                    tc_self=to_rep(tc_raw), tc_total=subtree(tc_raw))
+
+
+def launch_owners(trace: Trace, tree: HostTree, links: Links) -> tuple[np.ndarray, np.ndarray]:
+    """Launches that belong to a host-tree node and that node's position (SPEC §2.4.3, 8).
+
+    A launch belongs to its owner (External id, checked by :func:`~.links.attach_by_time`);
+    a runtime call without an id whose nearest enclosing host event is a user range, python
+    frame or step belongs to that range (Triton kernels launched from Python). Calls without
+    an id under an op, and calls enclosed by no host event, belong to no node."""
+    launches = links.launch_rows
+    owner = links.owner[launches]
+    owner_pos = np.where(owner >= 0, tree.pos_of_row[np.maximum(owner, 0)], -1)
+    host = trace.kind[tree.rows] != Kind.RUNTIME
+    pos = tree.pos_of_row[launches]
+    encl = np.where(pos >= 0, nearest_marked_ancestor(tree.parent, host)[np.maximum(pos, 0)], -1)
+    encl_op = encl >= 0
+    encl_op[encl_op] = trace.kind[tree.rows[encl[encl_op]]] == Kind.HOST_OP
+    by_time = (owner_pos < 0) & (encl >= 0) & ~encl_op
+    owner_pos = np.where(by_time, encl, owner_pos)
+    ok = owner_pos >= 0
+    return launches[ok], owner_pos[ok]
+
+
+@dataclass
+class DeviceAccounts:
+    """Where the span's device time went (SPEC §2.4.8, §2.7), ns; counts of events."""
+
+    total_ns: int            # all device activities (kernel, memcpy, memset)
+    operator_ns: int         # device self of operator-table rows
+    range_ns: int            # device self of range rows
+    unattributed_ns: int     # launched by calls that belong to no host event
+    unattributed_calls: int
+    orphan_ns: int           # activities with no launching call in the trace
+    orphans: int
+    idle_launches: int       # launch calls with a correlation id and no captured activity
+
+    def check(self) -> None:
+        assert (self.operator_ns + self.range_ns + self.unattributed_ns + self.orphan_ns
+                == self.total_ns), self
+
+
+def device_accounts(trace: Trace, tree: HostTree, links: Links,
+                    nodes: OpNodes) -> DeviceAccounts:
+    """Account for every device activity's time: operator rows, range rows, or a note."""
+    acts = links.activity_rows
+    orphan = acts[links.launcher[acts] < 0]
+    owned, _ = launch_owners(trace, tree, links)
+    free = np.setdiff1d(links.launch_rows, owned)
+    free = free[links.device_count[free] > 0]
+    ops = table_mask(trace, tree, nodes)
+    ranges = range_mask(trace, tree, nodes)
+    rt = links.runtime_rows
+    idle = rt[(trace.correlation[rt] >= 0) & (links.device_count[rt] == 0)
+              & name_mask(trace, LAUNCH_CALL_NAME)[rt]]
+    return DeviceAccounts(
+        total_ns=int(trace.dur[acts].sum()), operator_ns=int(nodes.device_self[ops].sum()),
+        range_ns=int(nodes.device_self[ranges].sum()),
+        unattributed_ns=int(links.device_ns[free].sum()), unattributed_calls=len(free),
+        orphan_ns=int(trace.dur[orphan].sum()), orphans=len(orphan), idle_launches=len(idle))
 
 
 def call_stacks(trace: Trace, tree: HostTree) -> tuple[np.ndarray, list[str]]:
@@ -215,6 +280,13 @@ def table_mask(trace: Trace, tree: HostTree, nodes: OpNodes) -> np.ndarray:
     return nodes.alive & (trace.kind[rows] == Kind.HOST_OP) & ~excluded
 
 
+def range_mask(trace: Trace, tree: HostTree, nodes: OpNodes) -> np.ndarray:
+    """Positions that are range rows (SPEC §2.4.8): host events other than operator rows
+    (user ranges, python frames, steps, excluded ranges) that launched device work."""
+    host = trace.kind[tree.rows] != Kind.RUNTIME
+    return host & ~table_mask(trace, tree, nodes) & nodes.alive & (nodes.device_self > 0)
+
+
 _DURATIONS = ("device_self_duration", "device_total_duration", "host_self_duration",
               "host_total_duration")
 
@@ -222,23 +294,16 @@ _DURATIONS = ("device_self_duration", "device_total_duration", "host_self_durati
 def group_operators(trace: Trace, tree: HostTree, nodes: OpNodes, stack_ids: np.ndarray,
                     stack_strings: list[str], tc_eligible_name: np.ndarray, *, by_shape: bool,
                     gpu: bool) -> OperatorGroups:
-    """Operator table rows grouped by name (and input shape), sorted by device self time
-    (host self without GPU), and per-call-stack rows for each group."""
+    """Operator table rows grouped by name (and input shape), then the range rows of
+    SPEC §2.4.8, sorted by device self time (host self without GPU); and per-call-stack rows
+    for each operator group."""
     sel = np.flatnonzero(table_mask(trace, tree, nodes))
-    rows = tree.rows[sel]
-    cols = {
-        "name": trace.name[rows].astype(np.int64),
-        "shape": trace.shape[rows].astype(np.int64) if by_shape else np.zeros(len(sel), np.int64),
-        "stack": stack_ids[sel],
-        "device_self_duration": nodes.device_self[sel],
-        "device_total_duration": nodes.device_total[sel],
-        "host_self_duration": nodes.host_self[sel],
-        "host_total_duration": nodes.host_total[sel],
-        "tc_self": nodes.tc_self[sel],
-        "tc_total": nodes.tc_total[sel],
-    }
-    fmt = _RowFormat(trace, stack_strings, tc_eligible_name, by_shape, gpu)
-    table = _sorted(fmt.rows(cols, ("name", "shape")), gpu)
+    cols = _columns(trace, tree, nodes, sel, by_shape)
+    cols["stack"] = stack_ids[sel]
+    fmt = _RowFormat(trace, trace.strings, stack_strings, tc_eligible_name, by_shape, gpu)
+    table = fmt.rows(cols, ("name", "shape"))
+    table += _range_rows(trace, tree, nodes, fmt, by_shape)
+    table = _sorted(table, gpu)
     stacks: dict[tuple[str, str], list[dict]] = {}
     keep = cols["stack"] >= 0
     if keep.any():
@@ -250,9 +315,53 @@ def group_operators(trace: Trace, tree: HostTree, nodes: OpNodes, stack_ids: np.
     return OperatorGroups(rows=table, stacks=stacks)
 
 
+def _columns(trace: Trace, tree: HostTree, nodes: OpNodes, sel: np.ndarray,
+             by_shape: bool) -> dict[str, np.ndarray]:
+    rows = tree.rows[sel]
+    return {
+        "name": trace.name[rows].astype(np.int64),
+        "shape": trace.shape[rows].astype(np.int64) if by_shape else np.zeros(len(sel), np.int64),
+        "stack": np.full(len(sel), -1, dtype=np.int64),
+        "device_self_duration": nodes.device_self[sel],
+        "device_total_duration": nodes.device_total[sel],
+        "host_self_duration": nodes.host_self[sel],
+        "host_total_duration": nodes.host_total[sel],
+        "tc_self": nodes.tc_self[sel],
+        "tc_total": nodes.tc_total[sel],
+    }
+
+
+#: Label of the range row of all ``ProfilerStep#N`` events (SPEC §2.4.8).
+STEP_RANGE_LABEL = "ProfilerStep#*"
+
+
+def _range_rows(trace: Trace, tree: HostTree, nodes: OpNodes, fmt: _RowFormat,
+                by_shape: bool) -> list[dict]:
+    """Rows ``"kind": "range"``: per enclosing event name, the device time launched directly
+    under user ranges, python frames and steps (SPEC §2.4.8). Their device total is that
+    same time (the ops inside have their own rows)."""
+    sel = np.flatnonzero(range_mask(trace, tree, nodes))
+    if not len(sel):
+        return []
+    cols = _columns(trace, tree, nodes, sel, by_shape)
+    cols["device_total_duration"] = cols["device_self_duration"]
+    cols["tc_total"] = cols["tc_self"]
+    step_label = len(trace.strings)
+    is_step = name_mask(trace, STEP_NAME)[tree.rows[sel]]
+    cols["name"] = np.where(is_step, step_label, cols["name"])
+    names = [*trace.strings, STEP_RANGE_LABEL]
+    rfmt = replace(fmt, strings=names,
+                   tc_eligible_name=np.zeros(len(names), dtype=bool))
+    rows = rfmt.rows(cols, ("name", "shape"))
+    for r in rows:
+        r["kind"] = "range"
+    return rows
+
+
 @dataclass
 class _RowFormat:
     trace: Trace
+    strings: list[str]
     stack_strings: list[str]
     tc_eligible_name: np.ndarray
     by_shape: bool
@@ -268,7 +377,7 @@ class _RowFormat:
         out_us = {k: us_list(sums[k]) for k in _DURATIONS}
         calls = np.bincount(inv, minlength=g).tolist()
         has_stack = (np.bincount(inv, weights=cols["stack"] >= 0, minlength=g) > 0).tolist()
-        strings, shapes = self.trace.strings, self.trace.shapes
+        strings, shapes = self.strings, self.trace.shapes
         out = []
         for j, f in enumerate(first.tolist()):
             nm = int(cols["name"][f])
@@ -317,7 +426,10 @@ def operator_pies(rows: list[dict], gpu: bool) -> dict:
         if key.startswith("device") and not gpu:
             out[key] = None
             continue
-        items = [(_label(r), r[col]) for r in rows if r[col] > 0]
+        # range rows (SPEC §2.4.8) hold device time only ops would not show; their host
+        # times overlap the ops inside them, so the host pies leave them out
+        items = [(_label(r), r[col]) for r in rows
+                 if r[col] > 0 and (key.startswith("device") or r.get("kind") != "range")]
         if not items:
             out[key] = None
             continue
