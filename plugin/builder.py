@@ -141,11 +141,11 @@ class ColumnBuilder:
         with an ill-typed or out-of-range pid or tid are counted in :attr:`bad_values`."""
         known = np.array([p is not None and t is not None for p, t in self.threads], dtype=bool)
         out = known[thread_ids]
-        for k, field in enumerate(("pid", "tid")):
+        for k, which in enumerate(("pid", "tid")):
             big = np.array([_bad_lane(lane[k]) for lane in self.threads], dtype=bool)
             if big.any():
                 rows = big[thread_ids]
-                self.bad_values[field] += int(rows.sum())
+                self.bad_values[which] += int(rows.sum())
                 out &= ~rows
         return out
 

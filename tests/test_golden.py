@@ -228,11 +228,8 @@ def _sane(views, route, params):
     return payload
 
 
-#: Shared traces that meet an analysis bug owned elsewhere (xfail until it is fixed).
-KNOWN_BUGS = {
-    "tracelens_mi300x_compile_triton": "negative host self time (host_self_duration -40 "
-                                       "in operation/table): operator analysis bug",
-}
+#: Shared traces that meet a known analysis bug (xfail until it is fixed; none today).
+KNOWN_BUGS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("key", [
