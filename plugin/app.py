@@ -19,7 +19,6 @@ import logging
 import os
 import platform
 import re
-import stat
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +33,8 @@ from werkzeug.security import safe_join
 from . import __version__, runlevel
 from .assets import frontend_dir, mime_type, plotly_js
 from .discovery import display_name
-from .errors import BadParameter, Forbidden, Loading, NotFound, NotReady, StepscopeError
+from .errors import BadParameter, Loading, NotFound, NotReady, StepscopeError
+from .fs import LOCAL
 from .loader import Ready, Store
 from .views import ROUTES as VIEW_ROUTES  # the view registry's routes
 from .worker import Analyser, Progress, default_jobs
@@ -178,41 +178,14 @@ def trace_download() -> Response:
     if isinstance(ready, Response):
         return ready
     name = os.path.basename(ready.path)
-    f = open_inside(ready.path, app_store(current_app).logdir)
-    st = os.fstat(f.fileno())
+    store = app_store(current_app)
+    f, st = store.fs.open_inside(store.logdir, ready.path)
+    tag = hashlib.sha1(f"{st.identity}-{st.size}-{st.mtime_ns}".encode()).hexdigest()[:16]
     resp = send_file(f, mimetype="application/gzip" if name.endswith(".gz") else "application/json",
                      as_attachment=True, download_name=download_name(name), conditional=False,
-                     etag=f"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}",
-                     last_modified=st.st_mtime, max_age=0)
-    resp.content_length = st.st_size
-    return resp.make_conditional(request.environ, accept_ranges=True, complete_length=st.st_size)
-
-
-def open_inside(path: str, root: str):
-    """Open the regular file ``path`` (links followed) for reading, only if it really lies
-    inside ``root``. Raises NotFound when it is gone, Forbidden when it lies outside."""
-    name = os.path.basename(path)
-    real_root = os.path.realpath(root)
-    try:  # O_NONBLOCK: a FIFO swapped in must not hang the request
-        fd = os.open(os.path.realpath(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        raise NotFound(f"{name} is gone", "The file was deleted or moved since it was "
-                       "analysed; reload the run list.") from None
-    f = os.fdopen(fd, "rb")
-    try:
-        proc = f"/proc/self/fd/{fd}"  # where the opened file really is (Linux)
-        where = os.readlink(proc) if os.path.islink(proc) else os.path.realpath(path)
-        if os.path.commonpath([real_root, where]) != real_root:
-            raise Forbidden(f"{name} is not served", f"{name} is a link to a file outside the "
-                            "log directory; Stepscope shows its views but serves only files "
-                            "inside the log directory. Download it from where it lives.",
-                            file=name)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotFound(f"{name} is not a file", "Reload the run list.", file=name)
-    except BaseException:
-        f.close()
-        raise
-    return f
+                     etag=tag, last_modified=st.mtime_ns / 1e9, max_age=0)
+    resp.content_length = st.size
+    return resp.make_conditional(request.environ, accept_ranges=True, complete_length=st.size)
 
 
 def download_name(name: str) -> str:
@@ -230,8 +203,9 @@ def root() -> Response:
 
 
 def static_file(filename: str) -> Response:
-    path = safe_join(str(frontend_dir()), filename)
-    if path is None or not os.path.isfile(path):
+    root = str(frontend_dir())
+    path = safe_join(root, filename)
+    if path is None or not LOCAL.is_inside(root, path) or not LOCAL.is_regular_file(path):
         raise NotFound(f"no endpoint or file {filename!r}",
                        "See api.md for the endpoints; the dashboard is index.html.")
     return file_response(Path(path))

@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
+from .errors import Forbidden, NotFound
+
 
 @dataclass(frozen=True)
 class Stat:
@@ -55,6 +57,8 @@ class FileSystem(Protocol):
     def realpath(self, path: str) -> str: ...
     def join(self, *parts: str) -> str: ...
     def is_inside(self, root: str, path: str) -> bool: ...
+    def is_regular_file(self, path: str) -> bool: ...
+    def open_inside(self, root: str, path: str) -> tuple[BinaryIO, Stat]: ...
 
 
 class LocalFS:
@@ -88,15 +92,43 @@ class LocalFS:
 
     def is_inside(self, root: str, path: str) -> bool:
         """Whether ``path``, with every symlink resolved, lies inside ``root`` (resolved)."""
-        real_root = os.path.realpath(root)
-        real = os.path.realpath(path)
+        try:
+            real_root = os.path.realpath(root)
+            real = os.path.realpath(path)
+        except (OSError, ValueError):  # a NUL byte in the path: nothing is there
+            return False
         return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 
     def is_regular_file(self, path: str) -> bool:
         try:
             return stat_mod.S_ISREG(os.stat(path).st_mode)
-        except OSError:
+        except (OSError, ValueError):
             return False
+
+    def open_inside(self, root: str, path: str) -> tuple[BinaryIO, Stat]:
+        """Open the regular file ``path`` (links followed) only if it really lies inside
+        ``root``: the check is made on the opened file (``/proc/self/fd``), so a link
+        swapped in after a check cannot redirect it. Raises NotFound when it is gone or not
+        a regular file, Forbidden when it lies outside ``root``."""
+        name = os.path.basename(path)
+        real_root = os.path.realpath(root)
+        try:  # O_NONBLOCK: a FIFO swapped in must not hang the caller
+            fd = os.open(os.path.realpath(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            raise _gone(name) from None
+        f = os.fdopen(fd, "rb")
+        try:
+            proc = f"/proc/self/fd/{fd}"  # where the opened file really is (Linux)
+            where = os.readlink(proc) if os.path.islink(proc) else os.path.realpath(path)
+            if os.path.commonpath([real_root, where]) != real_root:
+                raise _outside(name)
+            st = os.fstat(fd)
+            if not stat_mod.S_ISREG(st.st_mode):
+                raise NotFound(f"{name} is not a file", "Reload the run list.", file=name)
+        except BaseException:
+            f.close()
+            raise
+        return f, Stat(st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 class FsspecFS:
@@ -142,6 +174,27 @@ class FsspecFS:
             return self.fs.info(path).get("type") == "file"
         except (OSError, ValueError):
             return False
+
+    def open_inside(self, root: str, path: str) -> tuple[BinaryIO, Stat]:
+        """Open ``path`` if it lies inside ``root`` (object stores have no links)."""
+        name = path.rsplit("/", 1)[-1]
+        if not self.is_inside(root, path):
+            raise _outside(name)
+        try:
+            return self.open(path), self.stat(path)
+        except (OSError, ValueError):
+            raise _gone(name) from None
+
+
+def _gone(name: str) -> NotFound:
+    return NotFound(f"{name} is gone", "The file was deleted or moved since it was "
+                    "analysed; reload the run list.")
+
+
+def _outside(name: str) -> Forbidden:
+    return Forbidden(f"{name} is not served", f"{name} is a link to a file outside the log "
+                     "directory; Stepscope shows its views but serves only files inside the "
+                     "log directory. Download it from where it lives.", file=name)
 
 
 def _stat_of(info: dict) -> Stat:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -41,6 +40,7 @@ from typing import Any
 
 from .discovery import Scanner, Snapshot, shadow_note
 from .errors import AnalysisBug, Loading, NotFound, StepscopeError
+from .fs import filesystem
 from .worker import Progress, analyse_file, default_jobs
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class Store:
 
     def __init__(self, logdir: str, *, reload_interval: float = 5.0, jobs: int | None = None,
                  analyse: Callable[[str, Progress], Any] = analyse_file):
-        self.logdir = os.path.abspath(logdir)
+        self.fs, self.logdir = filesystem(logdir)  # a local path or a URL (stepscope.fs)
         self.reload_interval = float(reload_interval)
         self.jobs = jobs or default_jobs()
         self._analyse = analyse
@@ -229,7 +229,7 @@ class Store:
         except StepscopeError as e:
             if e.file is None:
                 e.file = name
-            if not inside(job.info.path, self.logdir):
+            if not self.fs.is_inside(self.logdir, job.info.path):
                 e.detail = (f"{name} is a link to a file outside the log directory, so its "
                             "content is not quoted here. Point the link at a profiler trace.")
             result, error = None, e
@@ -386,12 +386,6 @@ class Store:
             job = self._jobs.get((run, worker, s))
             if job is not None and job.phase == "queued":
                 self._push(job, -2 * n - (1 if s == span else 0))
-
-
-def inside(path: str, root: str) -> bool:
-    """Does ``path`` (links followed) lie inside the folder ``root``?"""
-    real_root = os.path.realpath(root)
-    return os.path.commonpath([real_root, os.path.realpath(path)]) == real_root
 
 
 def _flatten(snap: Snapshot):

@@ -7,6 +7,7 @@ after the test); ``shared_client`` is one session-wide app over ``../shared/trac
 
 from __future__ import annotations
 
+import inspect
 import os
 import tempfile
 import time
@@ -42,6 +43,37 @@ SHARED_RUNS = [
 ]
 #: the view routes the app registers (one per ViewSet route)
 VIEW_ROUTES = ViewSet.ROUTES
+
+
+#: Why tests that read the real traces skip in a checkout without ``../shared``.
+NO_SHARED = (f"needs the real traces in {SHARED} (the project's ../shared folder, "
+             "present in CI; absent in a plain clone)")
+#: Fixtures that serve the shared traces.
+SHARED_FIXTURES = frozenset({"shared_client", "kineto_server"})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without ``../shared``, skip (one reason) every test that reads the real traces: it
+    uses a shared-trace fixture, a parameter naming a shared file, or a module-level
+    path under SHARED."""
+    if SHARED.is_dir():
+        return
+    skip = pytest.mark.skip(reason=NO_SHARED)
+    shared_root = str(SHARED.parent)
+    for item in items:
+        module = getattr(item, "module", None)
+        names = {n for n, v in vars(module).items()
+                 if isinstance(v, (str, os.PathLike)) and str(v).startswith(shared_root)
+                 or n in ("SHARED", "TRACES", "SHARED_TRACES", "shared_views")} if module else set()
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        try:
+            source = inspect.getsource(item.function)
+        except (OSError, TypeError):
+            source = ""
+        if (SHARED_FIXTURES & set(item.fixturenames)
+                or any(str(v).startswith(shared_root) for v in params.values())
+                or any(n in source for n in names)):
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

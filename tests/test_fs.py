@@ -63,3 +63,34 @@ def test_fsspec_memory_filesystem_lists_stats_and_reads():
     assert not fs.is_inside(root, fs.join(root, "run1", "..", "..", "etc"))
     assert fs.is_regular_file(entry.path) and not fs.is_regular_file(fs.join(root, "run1"))
     mem.rm("/seam-test", recursive=True)
+
+
+def test_a_log_directory_url_is_served_end_to_end(client_for):
+    """memory:// stands in for an object store: discovery lists it, the reader streams the
+    file through fsspec, views answer and trace/download serves the original bytes."""
+    fsspec = pytest.importorskip("fsspec")
+    import json
+
+    from conftest import query, wait_ready
+    from tracebuild import kernel, op, runtime, step
+
+    from stepscope.worker import analyse_file
+
+    events = [step(1, 0, 100), op("aten::mm", 10, 50, ext=7), runtime("cudaLaunchKernel", 20, 5,
+              corr=3, ext=7), kernel("gemm", 30, 40, corr=3)]
+    data = json.dumps({"traceEvents": events}).encode()
+    mem = fsspec.filesystem("memory")
+    mem.pipe("/url-logdir/job/worker0.pt.trace.json", data)
+    mem.pipe("/url-logdir/job/notes.json", b'{"not": "a trace"}')
+    try:
+        client = client_for("memory://url-logdir", analyse=analyse_file)
+        runs = client.get("/data/plugin/stepscope/runs").json
+        assert runs["runs"] == ["job"]
+        assert runs["skipped"] == [{"file": "job/notes.json", "reason": runs["skipped"][0]["reason"]}]
+        assert wait_ready(client, "job", "worker0").json[:3] == ["Overview", "Operator", "Kernel"]
+        rows = client.get(query("kernel/table", run="job", worker="worker0")).json["data"]["rows"]
+        assert rows[0][:3] == ["gemm", 1, 40]
+        dl = client.get(query("trace/download", run="job", worker="worker0"))
+        assert dl.status_code == 200 and dl.data == data
+    finally:
+        mem.rm("/url-logdir", recursive=True)

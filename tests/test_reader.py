@@ -19,7 +19,7 @@ from stepscope.taxonomy import Kind
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 ALL_FILES = sorted(p for p in TRACES.rglob("*.json*") if not p.name.endswith(".jsonl"))
-NS_2024 = next((TRACES / "hta_v100_resnet_ns_2024").glob("*.json.gz"))
+NS_2024 = next((TRACES / "hta_v100_resnet_ns_2024").glob("*.json.gz"), TRACES / "missing")
 RESNET0 = TRACES / "kineto_resnet50" / "resnet50_num_workers_0" / "worker0.pt.trace.json.gz"
 
 

@@ -15,7 +15,7 @@ from stepscope.errors import Loading, NotReady, StepscopeError
 from stepscope.worker import Analyser
 
 RESNET4 = SHARED / "kineto_resnet50" / "resnet50_num_workers_4" / "worker0.pt.trace.json.gz"
-DLRM0 = next((SHARED / "param_v100_dlrm_8rank").glob("worker0*"))
+DLRM0 = next((SHARED / "param_v100_dlrm_8rank").glob("worker0*"), SHARED / "missing")
 
 
 @pytest.fixture(scope="module")
