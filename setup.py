@@ -29,7 +29,7 @@ setup(
         for root, _d, files in os.walk(os.path.join(HERE, "plugin"))
         if "__init__.py" in files and os.path.abspath(root) != os.path.join(HERE, "plugin")
     ] + ["stepscope.frontend"],
-    # frontend/ ships inside the package as stepscope/frontend (found by stepscope.assets)
+    # frontend/ ships inside the package as stepscope/frontend (found by stepscope.web.assets)
     package_dir={"stepscope": "plugin", "stepscope.frontend": "frontend"},
     package_data={"stepscope": ["*.md"], "stepscope.frontend": ["*", "**/*"]},
     install_requires=[
@@ -58,7 +58,7 @@ setup(
         ],
     },
     entry_points={
-        "tensorboard_plugins": ["stepscope = stepscope.tb_plugin:StepscopePlugin"],
+        "tensorboard_plugins": ["stepscope = stepscope.web.tb_plugin:StepscopePlugin"],
         "console_scripts": ["stepscope = stepscope.cli:main"],
     },
 )

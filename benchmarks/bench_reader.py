@@ -2,7 +2,7 @@
 
 Each measurement runs in a fresh ``python3`` (default settings, GC on):
 - baseline: ``gzip`` decompression + stdlib ``json.loads`` of the file;
-- stepscope: ``stepscope.reader.read_trace`` of the same file (file -> columnar model).
+- stepscope: ``stepscope.read.reader.read_trace`` of the same file (file -> columnar model).
 Prints seconds, the ratio stepscope/baseline and each child's peak RSS.
 
     python benchmarks/bench_reader.py [TRACE ...]   # default: a x12 ResNet-50 replica (~280 MB)
@@ -31,7 +31,7 @@ if mode == "baseline":
     doc = json.loads(data)
     n = len(doc["traceEvents"] if isinstance(doc, dict) else doc)
 else:
-    from stepscope.reader import read_trace
+    from stepscope.read.reader import read_trace
     n = len(read_trace(path))
 dt = time.perf_counter() - t
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

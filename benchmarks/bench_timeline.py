@@ -46,7 +46,7 @@ def report(label: str, runs: list[tuple[float, float, int, int, int]]) -> None:
 
 
 def main(argv: list[str]) -> None:
-    from stepscope.reader import read_trace
+    from stepscope.read.reader import read_trace
     from stepscope.timeline import build_timeline
 
     path = argv[0] if argv else default_trace()

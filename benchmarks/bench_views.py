@@ -20,7 +20,7 @@ from stepscope.analysis.breakdown import step_breakdown  # noqa: E402
 from stepscope.analysis.links import attach_by_time, link  # noqa: E402
 from stepscope.analysis.steps import find_steps  # noqa: E402
 from stepscope.analysis.tree import build_tree  # noqa: E402
-from stepscope.reader import read_trace  # noqa: E402
+from stepscope.read.reader import read_trace  # noqa: E402
 from stepscope.views import ViewSet, build_views  # noqa: E402
 
 DEFAULT = os.path.join(ROOT, "..", "shared", "traces", "kineto_resnet50",

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     from waitress.server import create_server
 
     _raise_fd_limit(CONNECTION_LIMIT + 1000)  # room for the connections and the trace files
-    from .app import app_store, create_app
+    from .web.app import app_store, create_app
 
     app = create_app(args.logdir, reload_interval=args.reload_interval, jobs=args.jobs,
                      cache_dir=args.cache_dir, no_cache=args.no_cache, start=False)

@@ -36,8 +36,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .fs import filesystem, filesystem_of
-from .rawfile import BOM, GZIP_MAGIC
-from .rawfile import _gunzip as gunzip
+from .read.rawfile import BOM, GZIP_MAGIC
+from .read.rawfile import _gunzip as gunzip
 
 log = logging.getLogger(__name__)
 

@@ -81,7 +81,7 @@ class Trace:
     stacks: list[str]
     memory: dict[str, np.ndarray]
     #: top-level ``deviceProperties`` list (dicts as in the file, less the fields of the wrong
-    #: type and the ints beyond int64: :mod:`stepscope.metadata`), possibly empty
+    #: type and the ints beyond int64: :mod:`stepscope.read.metadata`), possibly empty
     device_properties: list[dict] = field(default_factory=list)
     #: top-level ``distributedInfo`` (rank, world_size, backend, ...; checked likewise),
     #: possibly empty

@@ -50,6 +50,9 @@ NO_SHARED = (f"needs the real traces in {SHARED} (the project's ../shared folder
              "present in CI; absent in a plain clone)")
 #: Fixtures that serve the shared traces.
 SHARED_FIXTURES = frozenset({"shared_client", "kineto_server"})
+#: Helpers (of conftest, tracebuild, damaged) that read the shared traces.
+SHARED_NAMES = frozenset({"SHARED", "TRACES", "SHARED_TRACES", "shared_views", "base_bytes",
+                          "base_doc", "SOURCE", "KINETO"})
 
 
 def pytest_collection_modifyitems(config, items):
@@ -64,16 +67,27 @@ def pytest_collection_modifyitems(config, items):
         module = getattr(item, "module", None)
         names = {n for n, v in vars(module).items()
                  if isinstance(v, (str, os.PathLike)) and str(v).startswith(shared_root)
-                 or n in ("SHARED", "TRACES", "SHARED_TRACES", "shared_views")} if module else set()
+                 or n in SHARED_NAMES} if module else set()
         params = getattr(getattr(item, "callspec", None), "params", {})
-        try:
-            source = inspect.getsource(item.function)
-        except (OSError, TypeError):
-            source = ""
         if (SHARED_FIXTURES & set(item.fixturenames)
                 or any(str(v).startswith(shared_root) for v in params.values())
-                or any(n in source for n in names)):
+                or any(n in _sources(item) for n in names)):
             item.add_marker(skip)
+
+
+def _sources(item) -> str:
+    """Source of a test function and of the fixtures it uses (defined in its module)."""
+    funcs = [item.function]
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        funcs += [d.func for d in defs if getattr(d.func, "__module__", "") == item.module.__name__]
+    out = []
+    for f in funcs:
+        try:
+            out.append(inspect.getsource(f))
+        except (OSError, TypeError):
+            pass
+    return "\n".join(out)
 
 
 @pytest.fixture(scope="session")
@@ -99,7 +113,7 @@ def query(route: str, **params) -> str:
 @pytest.fixture
 def client_for(views_module):
     """Factory: ``client_for(logdir, **create_app_kwargs) -> FlaskClient``."""
-    from stepscope.app import app_store, create_app
+    from stepscope.web.app import app_store, create_app
 
     apps = []
 
@@ -117,7 +131,7 @@ def client_for(views_module):
 @pytest.fixture(scope="session")
 def shared_client(views_module):
     """One app over the real traces for the whole session (scan once, no polling)."""
-    from stepscope.app import app_store, create_app
+    from stepscope.web.app import app_store, create_app
 
     app = create_app(str(SHARED), reload_interval=0)
     yield app.test_client()

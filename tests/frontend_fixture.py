@@ -113,7 +113,7 @@ def fixture_app() -> Flask:
 
     @app.route(f"{PREFIX}/vendor/plotly.min.js")
     def plotly_js():
-        from stepscope.assets import plotly_js as path
+        from stepscope.web.assets import plotly_js as path
         p = path()
         return send_from_directory(p.parent, p.name, mimetype="text/javascript")
 

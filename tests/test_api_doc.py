@@ -11,7 +11,7 @@ HEADING = re.compile(r"^### `([^`]+)`", re.MULTILINE)
 
 
 def registered_routes(views_module, tmp_path) -> set[str]:
-    from stepscope.app import app_store, create_app
+    from stepscope.web.app import app_store, create_app
 
     app = create_app(str(tmp_path), start=False)
     app_store(app).close()

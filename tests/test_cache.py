@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from stepscope.cache import DiskCache
+from stepscope.store.cache import DiskCache
 
 
 @pytest.fixture
@@ -88,7 +88,7 @@ def test_env_var_sets_root(tmp_path, monkeypatch):
 
 CHILD = """
 import sys, numpy as np
-from stepscope.cache import DiskCache
+from stepscope.store.cache import DiskCache
 c = DiskCache(sys.argv[1])
 for i in range(20):
     c.put(sys.argv[2], {"i": i}, {"a": np.arange(20000) + int(sys.argv[3])})
@@ -115,7 +115,7 @@ def test_memory_budget_serialises_big_jobs_but_not_small_ones():
     import threading
     import time
 
-    from stepscope.worker import MemoryBudget
+    from stepscope.store.pool import MemoryBudget
 
     budget = MemoryBudget(1000)
     order = []

@@ -20,7 +20,7 @@ from conftest import query, until, wait_ready
 from damaged import SOURCE, base_bytes
 
 from stepscope.errors import TraceError
-from stepscope.reader import read_trace
+from stepscope.read.reader import read_trace
 
 pytestmark = pytest.mark.skipif(not SOURCE.is_file(), reason=f"shared trace missing: {SOURCE}")
 
@@ -49,7 +49,7 @@ def other_version() -> bytes:
 def read_while(path, change, monkeypatch):
     """read_trace(path), running ``change()`` after its first piece of the file was read;
     returns the Trace or the TraceError."""
-    from stepscope import rawfile
+    from stepscope.read import rawfile
 
     monkeypatch.setattr(rawfile, "CHUNK", 256 << 10)
     first = threading.Event()
@@ -136,7 +136,7 @@ def test_deleted_while_read_gives_the_old_version_whole(tmp_path, versions, monk
 
 
 def test_deleted_before_analysis_is_422_not_500(tmp_path):
-    from stepscope.worker import Analyser
+    from stepscope.store.pool import Analyser
 
     gone = tmp_path / "gone.pt.trace.json"
     with pytest.raises(TraceError) as e:
@@ -240,7 +240,7 @@ def test_a_killed_server_leaves_no_processes_behind(tmp_path):
     import psutil
     from conftest import ROOT
 
-    from stepscope.worker import ORPHAN_POLL_S
+    from stepscope.store.pool import ORPHAN_POLL_S
 
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "worker0.pt.trace.json").write_bytes(base_bytes())

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stepscope.errors import BadParameter, NotFound, TraceError
-from stepscope.reader import read_trace
+from stepscope.read.reader import read_trace
 
 SOURCE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "kineto_resnet50" / \
     "resnet50_num_workers_4" / "worker0.pt.trace.json.gz"
@@ -105,8 +105,8 @@ def _encode(top: dict, evs: list, as_list: bool, pretty: bool) -> bytes:
 @given(top=tops, evs=st.lists(events, max_size=25), as_list=st.booleans(), pretty=st.booleans(),
        gz=st.booleans())
 def test_random_event_lists_read_and_analyse(workdir, top, evs, as_list, pretty, gz):
-    from stepscope.app import json_response
     from stepscope.views import ViewSet, build_views
+    from stepscope.web.app import json_response
 
     data = _encode(top, evs, as_list, pretty)
     path = workdir / ("events.pt.trace.json" + (".gz" if gz else ""))

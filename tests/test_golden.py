@@ -15,7 +15,7 @@ import re
 import pytest
 from tracebuild import SHARED_TRACES, shared_views
 
-from stepscope.reader import read_trace
+from stepscope.read.reader import read_trace
 from stepscope.views import build_views
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -65,7 +65,7 @@ class Corpus:
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory, views_module):
-    from stepscope.app import app_store, create_app
+    from stepscope.web.app import app_store, create_app
 
     logdir = tmp_path_factory.mktemp("corpus")
     healthy = write_healthy(logdir)
@@ -190,9 +190,9 @@ def test_hostile_names_come_back_verbatim_as_json(corpus):
 def test_healthy_run_keeps_its_exact_numbers(corpus):
     """After every damaged case was analysed beside it, the healthy run's payloads equal
     those of the same file analysed alone, in this process."""
-    from stepscope.app import json_response
-    from stepscope.reader import read_trace
+    from stepscope.read.reader import read_trace
     from stepscope.views import build_views
+    from stepscope.web.app import json_response
 
     alone = build_views(read_trace(str(corpus.healthy)))
     for route, params in COMPARED:
@@ -276,7 +276,7 @@ ISSUE12 = {
 
 @pytest.fixture(scope="module")
 def issue12(tmp_path_factory, views_module):
-    from stepscope.app import app_store, create_app
+    from stepscope.web.app import app_store, create_app
 
     logdir = tmp_path_factory.mktemp("issue12")
     for name, (make, _) in ISSUE12.items():
@@ -299,7 +299,7 @@ def issue12(tmp_path_factory, views_module):
 def test_issue12_files_load_with_notes_and_are_cached(issue12, name):
     """Each file answers 200 with its notes (before: 500 or 422 for the whole file), its
     kernels are all there but the damaged ones, and its analysis was written to the cache."""
-    from stepscope.cache import DiskCache
+    from stepscope.store.cache import DiskCache
 
     corpus, cache = issue12
     run, worker = name.split(".")[0], name.split(".")[0]

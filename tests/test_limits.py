@@ -1,7 +1,7 @@
 """Memory stays bounded under hostile input (issue 7): gzip bombs, a multi-GB single line,
 a huge sparse file, damage too big to repair in memory.
 
-The guards (``stepscope.rawfile``, ``stepscope.decode``): a trace's JSON may not exceed
+The guards (``stepscope.read.rawfile``, ``stepscope.read.decode``): a trace's JSON may not exceed
 ``STEPSCOPE_MAX_TRACE_BYTES`` (default: half the machine's memory), one entry of the event
 list may not exceed ``decode.MAX_EVENT_BYTES`` (64 MiB), and the in-memory repair path takes
 at most ``STEPSCOPE_MAX_REPAIR_BYTES`` (default 1 GiB). Each is a 422 with a reason, reached
@@ -26,7 +26,7 @@ from conftest import PREFIX, ROOT
 from damaged import SOURCE, base_bytes
 
 from stepscope.errors import TraceError
-from stepscope.reader import read_trace
+from stepscope.read.reader import read_trace
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -60,7 +60,7 @@ def events_bomb(path: Path, gib: int = 1) -> int:
 PROBE = r"""
 import json, resource, sys, time
 from stepscope.errors import TraceError
-from stepscope.reader import read_trace
+from stepscope.read.reader import read_trace
 t0 = time.monotonic()
 try:
     trace = read_trace(sys.argv[1])
@@ -124,7 +124,7 @@ def test_huge_sparse_non_json_file_is_refused_at_once(tmp_path, baseline_rss):
 
 
 def test_huge_whitespace_is_empty_not_a_memory_hog(tmp_path, monkeypatch):
-    from stepscope import rawfile
+    from stepscope.read import rawfile
 
     monkeypatch.setattr(rawfile, "CHUNK", 1 * MiB)
     monkeypatch.setattr(rawfile, "MAX_REPAIR_BYTES", 2 * MiB)
@@ -136,7 +136,7 @@ def test_huge_whitespace_is_empty_not_a_memory_hog(tmp_path, monkeypatch):
 
 
 def test_damage_too_big_to_repair_in_memory(tmp_path, monkeypatch):
-    from stepscope import rawfile
+    from stepscope.read import rawfile
 
     data = base_bytes()
     i = data.index(b'"dur":', 5000)
@@ -150,7 +150,7 @@ def test_damage_too_big_to_repair_in_memory(tmp_path, monkeypatch):
 
 
 def test_trace_limit_in_process(tmp_path, monkeypatch):
-    from stepscope import rawfile
+    from stepscope.read import rawfile
 
     path = tmp_path / "w.pt.trace.json"
     path.write_bytes(base_bytes())
@@ -163,7 +163,7 @@ def test_trace_limit_in_process(tmp_path, monkeypatch):
 
 
 def test_event_limit_in_process(tmp_path, monkeypatch):
-    from stepscope import decode, rawfile
+    from stepscope.read import decode, rawfile
 
     monkeypatch.setattr(rawfile, "CHUNK", 256 << 10)
     monkeypatch.setattr(decode, "CHUNK_BYTES", 1 * MiB)
@@ -247,7 +247,7 @@ def test_server_memory_stays_bounded_under_bombs(tmp_path, subprocess_env):
 
 # -- gzip streams -----------------------------------------------------------------------------------
 def _gunzip(data: bytes, piece: int, monkeypatch) -> tuple[bytes, list[str]]:
-    from stepscope import rawfile
+    from stepscope.read import rawfile
 
     monkeypatch.setattr(rawfile, "GZIP_IN_PIECE", piece)
     notes: list = []

@@ -27,7 +27,7 @@ from tracebuild import (
 from stepscope.analysis import analyze
 from stepscope.analysis import tree as T
 from stepscope.errors import BadParameter
-from stepscope.reader import read_trace
+from stepscope.read.reader import read_trace
 from stepscope.taxonomy import Kind
 from stepscope.views import build_views
 
@@ -559,8 +559,8 @@ def test_correlation_lookup_picks_the_last_launch_before_the_activity():
 
 
 def test_legacy_flows_survive_chunks_built_in_other_processes():
-    from stepscope.builder import ColumnBuilder, build_part
-    from stepscope.decode import Event, TraceObject
+    from stepscope.read.builder import ColumnBuilder, build_part
+    from stepscope.read.decode import Event, TraceObject
 
     cpu, cuda = "CPU functions", "CUDA functions"
     first = [Event(ph="X", name="aten::mm", pid=cpu, tid=0, ts=100, dur=10),

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stepscope.columns import us_to_ns
 from stepscope.errors import TraceError
-from stepscope.reader import read_trace
+from stepscope.read.columns import us_to_ns
+from stepscope.read.reader import read_trace
 from stepscope.taxonomy import Kind
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
@@ -161,7 +161,7 @@ def inflater(request, monkeypatch):
     """Run a gzip test with ISA-L (the default) and with the stdlib zlib fallback."""
     import zlib
 
-    from stepscope import rawfile
+    from stepscope.read import rawfile
 
     if request.param == "zlib":
         monkeypatch.setattr(rawfile, "zlib", zlib)
@@ -274,7 +274,7 @@ def test_deep_nesting_does_not_overflow(tmp_path):
 def test_chunked_decode_equals_whole_document(path, helpers, monkeypatch):
     """Cutting the event list into many small chunks (decoded here, or every other one in a
     helper process) gives exactly the one-piece result."""
-    from stepscope import decode, rawfile
+    from stepscope.read import decode, rawfile
 
     whole = read_trace(str(path))
     monkeypatch.setattr(decode, "CHUNK_BYTES", 50_000)
@@ -296,7 +296,7 @@ def test_chunked_decode_equals_whole_document(path, helpers, monkeypatch):
 def test_chunk_cut_inside_args_is_joined(tmp_path, monkeypatch, helpers):
     """A '},{' inside args (a list of dicts) is not an event boundary: the chunk cut there
     is joined with the next one."""
-    from stepscope import decode
+    from stepscope.read import decode
 
     events = [dict(GOOD[1], args={"External id": i, "x": [{"a": 1}, {"b": 2}] * 50})
               for i in range(400)]
@@ -325,7 +325,7 @@ def test_progress_follows_the_bytes_decoded(tmp_path, gz):
 def test_big_truncated_file_is_repaired_without_whole_decoding(tmp_path, monkeypatch):
     """A killed job's cut-off file keeps its complete events through the chunked path (the
     whole-document path, which would hold the file in memory, is never taken)."""
-    from stepscope import decode, reader
+    from stepscope.read import decode, reader
 
     events = [dict(GOOD[1], ts=10 * i, args={"External id": i}) for i in range(3000)]
     data = _doc(events)
@@ -352,7 +352,7 @@ def _notes(trace) -> dict[str, str]:
 
 def _no_whole_document(monkeypatch):
     """Fail the test if the reader falls back to the in-memory whole-document path."""
-    from stepscope import reader
+    from stepscope.read import reader
 
     def no_whole(*a, **k):
         raise AssertionError("decoded whole")
@@ -438,7 +438,7 @@ def test_nul_tail_is_cut_with_a_note(tmp_path, monkeypatch, gz, chunked, helpers
     """A crashed writer's preallocated file: the JSON, then zeros. The zeros are cut with a
     note, on the in-memory path, the chunked path and with a helper process; the chunked
     paths never fall back to the whole-document repair (bounded by MAX_REPAIR_BYTES)."""
-    from stepscope import decode, rawfile
+    from stepscope.read import decode, rawfile
 
     events = [dict(GOOD[1], ts=10 * i, args={"External id": i}) for i in range(3000)]
     data = _doc(events) + b"\n" + bytes(3 << 20)
@@ -460,7 +460,7 @@ def test_nul_tail_is_cut_with_a_note(tmp_path, monkeypatch, gz, chunked, helpers
 
 
 def test_truncated_json_before_a_nul_tail_keeps_its_complete_events(tmp_path, monkeypatch):
-    from stepscope import decode
+    from stepscope.read import decode
 
     events = [dict(GOOD[1], ts=10 * i, args={"External id": i}) for i in range(3000)]
     data = _doc(events)
@@ -495,7 +495,7 @@ def test_one_ill_typed_value_drops_only_that_value(tmp_path, monkeypatch, helper
     value (or its event when it is the name, pid/tid, ts or dur), counted in one note. The
     chunks stay on the fast path: a big such trace loads even above the repair limit (it
     used to fall back to the whole-document repair, and answer 422 above it)."""
-    from stepscope import decode, rawfile
+    from stepscope.read import decode, rawfile
 
     data = _doc(_ill_typed_events())
     monkeypatch.setattr(decode, "CHUNK_BYTES", 5_000)

@@ -60,7 +60,7 @@ def error_body(resp, status: int) -> dict:
 @pytest.fixture(scope="module")
 def linked(tmp_path_factory, views_module):
     """``(client, logdir, outside)``: runs that are real files, links inside, links outside."""
-    from stepscope.app import app_store, create_app
+    from stepscope.web.app import app_store, create_app
 
     base = tmp_path_factory.mktemp("links")
     outside, logdir = base / "outside", base / "logdir"
@@ -281,7 +281,7 @@ def test_static_traversal_real_server(server_url):
 
 def test_only_frontend_and_plotly_are_static():
     """Everything the static route can reach: the frontend folder; the plotly route: one file."""
-    from stepscope.assets import frontend_dir, plotly_js
+    from stepscope.web.assets import frontend_dir, plotly_js
 
     front = frontend_dir().resolve()
     assert front == (ROOT / "frontend").resolve() or front.name == "frontend"

@@ -23,7 +23,7 @@ from tensorboard.backend import application
 from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
-from stepscope.tb_plugin import ENTRY_ROUTE, TAB_NAME, StepscopePlugin
+from stepscope.web.tb_plugin import ENTRY_ROUTE, TAB_NAME, StepscopePlugin
 
 KINETO = SHARED / "kineto_resnet50"
 KINETO_RUNS = ["resnet50_num_workers_0", "resnet50_num_workers_4"]

@@ -88,7 +88,7 @@ def check_answer(answer: dict, width: int) -> None:
 
 @pytest.fixture(scope="module")
 def resnet():
-    from stepscope.reader import read_trace
+    from stepscope.read.reader import read_trace
 
     trace = read_trace(RESNET0)
     return trace, build_timeline(trace)
@@ -439,7 +439,7 @@ def test_lod_levels_conserve_counts_on_a_dense_random_trace(monkeypatch):
 @needs_shared
 @pytest.mark.parametrize("key", sorted(SHARED_TRACES))
 def test_every_shared_trace_builds_and_conserves(key):
-    from stepscope.reader import read_trace
+    from stepscope.read.reader import read_trace
 
     trace = read_trace(os.path.join(SHARED, SHARED_TRACES[key]))
     tl = build_timeline(trace)

@@ -19,7 +19,7 @@ import textwrap
 
 import pytest
 
-from stepscope.reader import read_trace
+from stepscope.read.reader import read_trace
 from stepscope.views import build_views
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]

@@ -10,9 +10,9 @@ import orjson
 import pytest
 from conftest import SHARED
 
-from stepscope.cached import LazyTimeline, TimelineSlots, timeline_key
 from stepscope.errors import Loading, NotReady, StepscopeError
-from stepscope.worker import Analyser
+from stepscope.store.lazy import LazyTimeline, TimelineSlots, timeline_key
+from stepscope.store.pool import Analyser
 
 RESNET4 = SHARED / "kineto_resnet50" / "resnet50_num_workers_4" / "worker0.pt.trace.json.gz"
 DLRM0 = next((SHARED / "param_v100_dlrm_8rank").glob("worker0*"), SHARED / "missing")
@@ -117,7 +117,7 @@ def test_no_cache_leaves_nothing_behind(tmp_path):
 
 def test_only_a_few_timelines_stay_loaded(tmp_path):
     """Timelines load on first use and at most LOADED_TIMELINES stay mapped (open files)."""
-    from stepscope.cached import LOADED_TIMELINES
+    from stepscope.store.lazy import LOADED_TIMELINES
 
     a = Analyser(cache_dir=str(tmp_path / "c"), jobs=2)
     try:
@@ -266,7 +266,7 @@ def test_task_reports_a_killed_or_cancelled_worker():
     from concurrent.futures import Future
     from concurrent.futures.process import BrokenProcessPool
 
-    from stepscope.worker import Task
+    from stepscope.store.pool import Task
 
     def task(setup):
         t = Task(lambda phase, f: None)

@@ -224,7 +224,7 @@ def have_shared() -> bool:
 @functools.cache
 def shared_views(key: str):
     """``build_views`` of a shared real trace (read once per test session)."""
-    from stepscope.reader import read_trace
+    from stepscope.read.reader import read_trace
     from stepscope.views import build_views
 
     return build_views(read_trace(os.path.join(SHARED, SHARED_TRACES[key])))

@@ -10,7 +10,7 @@ A :class:`RunAnalysis` has two halves:
   analysed traces (:class:`TraceSummary`, in worker/span order). No process ever holds two
   traces' events; the combination's memory depends on the summaries' size only.
 
-The store (:meth:`stepscope.loader.Store.run_result`) answers a run-level route once every
+The store (:meth:`stepscope.store.scheduler.Store.run_result`) answers a run-level route once every
 trace of the run is analysed (202 while some are loading; traces that failed are left out
 and named in the result's notes), and keeps the combination until a trace of the run changes.
 

@@ -38,10 +38,10 @@ class ViewSet:
 
     ``timeline``: a :class:`~stepscope.timeline.Timeline` (or a stand-in with its ``query``
     and ``event``); None until one is attached (an analysis worker stores the payloads
-    first and builds the timeline after them, see :mod:`stepscope.worker`).
+    first and builds the timeline after them, see :mod:`stepscope.store.pool`).
 
     ``analysis`` (kept for tests and in-process use) and ``timeline`` are left out when the
-    views are packed into the disk cache (:mod:`stepscope.packing`): the timeline is cached
+    views are packed into the disk cache (:mod:`stepscope.store.packing`): the timeline is cached
     as an entry of its own.
     """
 

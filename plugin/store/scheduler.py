@@ -38,10 +38,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .discovery import Scanner, Snapshot, shadow_note
-from .errors import AnalysisBug, Loading, NotFound, StepscopeError
-from .fs import filesystem
-from .worker import Progress, analyse_file, default_jobs
+from ..discovery import Scanner, Snapshot, shadow_note
+from ..errors import AnalysisBug, Loading, NotFound, StepscopeError
+from ..fs import filesystem
+from .pool import Progress, analyse_file, default_jobs
 
 log = logging.getLogger(__name__)
 
@@ -359,7 +359,7 @@ class Store:
             cached = self._run_results.get(memo_key)
         if cached is not None:
             return cached
-        from .runlevel import TraceSummary  # the views pull in every analysis
+        from ..runlevel import TraceSummary  # the views pull in every analysis
 
         summaries, failed = [], []
         for (_run, worker, span), job in zip(keys, jobs):

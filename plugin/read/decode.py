@@ -1,7 +1,7 @@
 """JSON bytes -> msgspec event structs, in bounded chunks, repairing damage (SPEC §1.3-1.4).
 
 Only the keys the model needs are decoded (unknown keys are skipped in C). Floats are decoded
-as their text (``float_hook=str``) so timestamps stay exact (see :mod:`stepscope.columns`).
+as their text (``float_hook=str``) so timestamps stay exact (see :mod:`stepscope.read.columns`).
 
 Big files are never decoded in one piece: :class:`Split` cuts the ``traceEvents`` array at
 event boundaries (``}`` ``,`` ``{`` between two top-level events) into chunks that decode
@@ -9,7 +9,7 @@ as JSON lists on their own (:func:`decode_chunk`, possibly in another process), 
 stays bounded by the chunk size. A cut that lands inside an event makes its chunk fail to
 decode; it is then joined with the next one, so a misleading ``},{`` inside ``args`` cannot
 corrupt the result. Whatever the fast path cannot handle is decoded
-as a whole document by :func:`decode_document`, which applies :mod:`stepscope.repair`.
+as a whole document by :func:`decode_document`, which applies :mod:`stepscope.read.repair`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any, Optional, Union
 
 import msgspec
 
+from ..errors import TraceError
+from ..model import Note
 from . import repair
-from .errors import TraceError
-from .model import Note
 
 F = msgspec.field
 _MAX_REPAIRS = 16

@@ -18,12 +18,12 @@ from typing import Union
 
 import numpy as np
 
+from ..errors import TraceError
+from ..model import EVENT_COLUMNS, MEMORY_COLUMNS, Note, Trace
+from ..taxonomy import DEVICE_KINDS, HOST_KINDS, STEP_KINDS, STEP_NAME, Kind, category_kind
 from .columns import INT64_MAX, INT64_MIN, float_column, int_column, us_to_ns
 from .decode import Args, Event, TraceObject, decode_any
-from .errors import TraceError
 from .metadata import checked_metadata, metadata_note
-from .model import EVENT_COLUMNS, MEMORY_COLUMNS, Note, Trace
-from .taxonomy import DEVICE_KINDS, HOST_KINDS, STEP_KINDS, STEP_NAME, Kind, category_kind
 
 #: Events further than this from the median start are absurd (e.g. a `Record Window End`
 #: decades away): ignored for the origin and extent (ns).

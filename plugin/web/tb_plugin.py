@@ -19,8 +19,8 @@ import threading
 from tensorboard.plugins import base_plugin
 from werkzeug import Request, Response
 
+from ..store.scheduler import Store
 from .app import create_app
-from .loader import Store
 
 PLUGIN_NAME = "stepscope"
 TAB_NAME = "PyTorch Profiler"

@@ -3,7 +3,7 @@
 Every route lives under :data:`PREFIX` (``/data/plugin/stepscope/``), the path TensorBoard
 gives a plugin, so the TensorBoard adapter mounts this very WSGI app unchanged. Routes
 only translate: read and validate query parameters, call one :class:`~.loader.Store`
-method, answer JSON. The API is documented in ``api.md`` next to this file.
+method, answer JSON. The API is documented in ``stepscope/api.md`` (plugin/api.md).
 
 Answers (SPEC §3): JSON via orjson, gzip-compressed above ~1 KB when the client accepts
 it; one error body ``{"error", "detail", "file"?, "position"?}`` for every status; view
@@ -30,14 +30,14 @@ from flask import Flask, Response, current_app, redirect, request, send_file
 from werkzeug.exceptions import HTTPException
 from werkzeug.security import safe_join
 
-from . import __version__, runlevel
+from .. import __version__, runlevel
+from ..discovery import display_name
+from ..errors import BadParameter, Loading, NotFound, NotReady, StepscopeError
+from ..fs import LOCAL
+from ..store.pool import Analyser, Progress, default_jobs
+from ..store.scheduler import Ready, Store
+from ..views import ROUTES as VIEW_ROUTES  # the view registry's routes
 from .assets import frontend_dir, mime_type, plotly_js
-from .discovery import display_name
-from .errors import BadParameter, Loading, NotFound, NotReady, StepscopeError
-from .fs import LOCAL
-from .loader import Ready, Store
-from .views import ROUTES as VIEW_ROUTES  # the view registry's routes
-from .worker import Analyser, Progress, default_jobs
 
 log = logging.getLogger(__name__)
 

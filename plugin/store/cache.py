@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
-from . import __version__
+from .. import __version__
 
 FORMAT = 2  # 2: the timeline is an entry of its own
 DEFAULT_MAX_BYTES = 4 << 30

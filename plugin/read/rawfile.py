@@ -25,9 +25,9 @@ try:  # ISA-L inflates gzip about 3x faster than zlib, with the same streaming i
 except ImportError:  # a platform without an isal wheel
     import zlib  # type: ignore[no-redef]
 
-from .errors import TraceError
-from .fs import filesystem_of
-from .model import Note
+from ..errors import TraceError
+from ..fs import filesystem_of
+from ..model import Note
 
 CHUNK = 16 << 20  # file bytes read per step (and per progress tick)
 OUT_PIECE = 16 << 20  # most decompressed bytes yielded at once

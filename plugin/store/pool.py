@@ -30,11 +30,11 @@ from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from ..errors import AnalysisBug, Loading, StepscopeError, TraceError
+from ..read.reader import read_trace
 from .cache import DEFAULT_MAX_BYTES, DiskCache
-from .cached import LazyTimeline, TimelineSlots, load_views, timeline_key
-from .errors import AnalysisBug, Loading, StepscopeError, TraceError
+from .lazy import LazyTimeline, TimelineSlots, load_views, timeline_key
 from .packing import pack
-from .reader import read_trace
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def analyse_file(path: str, progress: Progress, helpers: int = 0) -> Any:
     ``progress("analyse", READ_SHARE)``. ``helpers``: see :func:`~.reader.read_trace`.
     Raises ``TraceError`` for an unusable file.
     """
-    from .views import build_views  # imported here: the views pull in every analysis
+    from ..views import build_views  # imported here: the views pull in every analysis
 
     return build_views(_read(path, progress, helpers))
 
@@ -103,7 +103,7 @@ def _context() -> Any:
     """``forkserver`` with stepscope preloaded (``spawn`` where there is no fork)."""
     ctx = mp.get_context("forkserver" if sys.platform != "win32" else "spawn")
     if ctx.get_start_method() == "forkserver":
-        ctx.set_forkserver_preload(["stepscope.worker", "stepscope.views"])
+        ctx.set_forkserver_preload(["stepscope.store.pool", "stepscope.views"])
     return ctx
 
 
@@ -143,8 +143,8 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str, token
     Progress goes to the server's queue; the first ``timeline`` message says the payloads
     are stored. Returns ``{"ok": True}`` or the error ``{"status", "error", "detail", ...}``.
     """
-    from .analysis import analyze  # imported here: the views pull in every analysis
-    from .views import ViewSet, timeline_of
+    from ..analysis import analyze  # imported here: the views pull in every analysis
+    from ..views import ViewSet, timeline_of
 
     last = [0.0]
 
@@ -253,7 +253,7 @@ class MemoryBudget:
 
 
 class Rebuild:
-    """A timeline analysed again in the background (:class:`~stepscope.cached.Building`):
+    """A timeline analysed again in the background (:class:`~stepscope.store.lazy.Building`):
     ``start()`` runs in a thread (it may wait for the memory budget and a worker)."""
 
     def __init__(self, start: Callable[[], Task]):
@@ -293,7 +293,7 @@ class Task:
 
     ``views_ready`` is set once the payloads are stored (or the worker is done, whatever
     happened); afterwards the task stands for the timeline still being built
-    (:class:`~stepscope.cached.Building`).
+    (:class:`~stepscope.store.lazy.Building`).
     """
 
     def __init__(self, progress: Progress):

@@ -21,7 +21,7 @@ from typing import Callable
 
 import msgspec
 
-from .model import Note
+from ..model import Note
 
 BOM = b"\xef\xbb\xbf"
 _BARE_TOKEN = re.compile(rb"(?<=[:\[,\s])(?:N/A|NaN|-?Infinity|nan|-?inf)(?=\s*[,\]}])")

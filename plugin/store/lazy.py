@@ -20,8 +20,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ..errors import Loading, NotReady, StepscopeError
 from .cache import Entry
-from .errors import Loading, NotReady, StepscopeError
 from .packing import unpack
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ def timeline_key(key: str) -> str:
 
 
 class Building(Protocol):
-    """A timeline a worker process is still building (see :class:`~stepscope.worker.Task`)."""
+    """A timeline a worker process is still building (see :class:`~stepscope.store.pool.Task`)."""
 
     def done(self) -> bool: ...
     def loading(self) -> Loading: ...

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model import Note
 from .columns import INT64_MAX, INT64_MIN
-from .model import Note
 
 #: deviceProperties fields Kineto writes (CUDA and ROCm) -> the type each must have
 DEVICE_FIELDS: dict[str, type] = {

@@ -22,6 +22,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Optional
 
+from ..errors import TraceError
+from ..model import Note, Trace
 from .builder import ColumnBuilder, Part, build_part
 from .decode import (
     CHUNK_BYTES,
@@ -32,8 +34,6 @@ from .decode import (
     decode_tail,
     join_chunks,
 )
-from .errors import TraceError
-from .model import Note, Trace
 from .rawfile import iter_bytes, read_whole
 
 Progress = Optional[Callable[[float], None]]

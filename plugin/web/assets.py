@@ -29,11 +29,11 @@ MIME_TYPES = {
 
 def frontend_dir() -> Path:
     """The folder holding ``index.html`` and the frontend modules."""
-    here = Path(__file__).resolve().parent
-    packaged = here / "frontend"
+    package = Path(__file__).resolve().parent.parent  # stepscope/ (web/ is one level down)
+    packaged = package / "frontend"
     if packaged.is_dir():
         return packaged
-    return here.parent / "frontend"
+    return package.parent / "frontend"
 
 
 def plotly_js() -> Path | None:

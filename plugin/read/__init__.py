@@ -1,0 +1,1 @@
+"""Reading a trace file into a ``model.Trace``: bytes, decoding, repair, columns."""

@@ -1,0 +1,1 @@
+"""Where analyses run and their results live: scheduler, worker pool, disk cache."""

@@ -1,0 +1,1 @@
+"""The Flask app, the TensorBoard adapter and the static-asset helpers."""
