@@ -1,4 +1,7 @@
-"""Standalone server: ``stepscope DIR [--host H] [--port P] ...`` (SPEC §3.1).
+"""Standalone server: ``stepscope [serve] DIR [--host H] [--port P] ...`` (SPEC §3.1).
+
+``serve`` is the default sub-command: ``stepscope DIR`` and ``stepscope serve DIR`` are the
+same (a log directory literally named ``serve`` is ``stepscope serve serve`` or ``./serve``).
 
 The first line printed is ``Serving on http://HOST:PORT/`` (tools and tests wait for it;
 ``--port 0`` picks a free port and prints the real one). Exit status: 2 for a missing
@@ -15,6 +18,7 @@ import signal
 import sys
 
 from . import __version__
+from .fs import filesystem, is_url
 
 LOOPBACK_NAMES = ("localhost", "ip6-localhost")
 #: waitress request threads (requests are cheap: analysis runs on the store's threads)
@@ -31,7 +35,10 @@ CLEANUP_INTERVAL_S = 5
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="stepscope",
-        description="Serve the Stepscope PyTorch profiler dashboard for the traces under DIR.")
+        usage="stepscope [serve] DIR [options]",
+        description="Serve the Stepscope PyTorch profiler dashboard for the traces under DIR "
+                    "(a folder, or a URL such as s3://bucket/logs with stepscope[remote]). "
+                    "'stepscope DIR' and 'stepscope serve DIR' are the same.")
     p.add_argument("logdir", metavar="DIR", nargs="?",
                    help="log directory: every folder holding *.pt.trace.json[.gz] is a run")
     p.add_argument("--host", default="127.0.0.1",
@@ -60,12 +67,30 @@ def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
+#: Sub-commands: ``stepscope COMMAND ...``; without one, ``stepscope DIR`` serves.
+COMMANDS = ("serve",)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """``stepscope [serve] DIR [options]`` (serve is the default command)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in COMMANDS:
+        argv = argv[1:]  # the only command today; report/summary join COMMANDS later
+    return serve(argv)
+
+
+def serve(argv: list[str]) -> int:
+    """The standalone server (see the module docstring)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.logdir is None:
         parser.error("the log directory DIR is required")
-    if not os.path.isdir(args.logdir):
+    if is_url(args.logdir):
+        try:
+            filesystem(args.logdir)
+        except ValueError as e:
+            parser.error(str(e))
+    elif not os.path.isdir(args.logdir):
         parser.error(f"log directory {args.logdir!r} does not exist or is not a folder")
     if args.jobs is not None and args.jobs < 1:
         parser.error("--jobs must be at least 1")

@@ -106,6 +106,22 @@ def test_all_interfaces_warns(tmp_path, subprocess_env):
     assert "warning" in err and "0.0.0.0" in err
 
 
+def test_serve_subcommand_is_the_default(tmp_path, subprocess_env):
+    """``stepscope serve DIR`` = ``stepscope DIR``; ``--help`` names both forms."""
+    proc = start(subprocess_env, "serve", str(tmp_path), "--port", "0")
+    line = first_line(proc)
+    stop(proc)
+    assert SERVING.match(line)
+    helped = run(subprocess_env, "serve", "--help")
+    assert helped.returncode == 0 and "stepscope [serve] DIR" in helped.stdout
+    assert run(subprocess_env, "serve").returncode == 2  # DIR still required
+
+
+def test_url_log_directory_without_its_filesystem_exits_2(subprocess_env):
+    proc = run(subprocess_env, "nosuchscheme://bucket/logs")
+    assert proc.returncode == 2 and "stepscope[remote]" in proc.stderr and proc.stdout == ""
+
+
 def test_version_flag(subprocess_env):
     proc = run(subprocess_env, "--version")
     assert proc.returncode == 0 and proc.stdout.strip() == f"stepscope {__version__}"
