@@ -391,6 +391,33 @@ def test_deep_partial_overlaps_do_not_overflow():
     assert (tl.layout.vis_end == n * 1000).all()
 
 
+def test_host_rows_are_the_depths_of_the_analysis_tree():
+    from stepscope.analysis.tree import build_tree
+
+    rng = np.random.default_rng(11)
+    # random properly nested events from a random open/close walk; equal times are common
+    # (ties, identical spans, zero-length events), plus a few partial overlaps
+    spans, stack, t = [], [], 0
+    for _ in range(4000):
+        t += int(rng.integers(0, 3))
+        if stack and rng.random() < 0.5:
+            spans.append((stack.pop(), t))
+        else:
+            stack.append(t)
+    spans += [(a, t + 1) for a in stack] + [(a, a + 7) for a in rng.integers(0, t, 20)]
+    spans = [spans[i] for i in rng.permutation(len(spans))]  # file order is arbitrary
+    tids = rng.integers(1, 4, len(spans))
+    trace = build([op("x", a, b - a, tid=int(k)) for (a, b), k in zip(spans, tids)])
+    tree = build_tree(trace)
+    ancestors = np.zeros(len(tree), dtype=np.int64)  # by walking up the parents
+    for i, p in enumerate(tree.parent.tolist()):
+        ancestors[i] = ancestors[p] + 1 if p >= 0 else 0
+    assert (tree.depth() == ancestors).all() and ancestors.max() > 5
+    layout = build_timeline(trace).layout
+    assert (layout.row[tree.rows] == ancestors).all()
+    assert (layout.vis_end[tree.rows] == tree.end).all() and layout.clipped == tree.clipped > 0
+
+
 def test_runtime_call_spanning_its_op_exactly_nests_under_it():
     # identical spans: the analysis' rule (host event before runtime call, SPEC §2.4.1) wins
     # over file order, which used to put the runtime call first and the op under it
