@@ -17,6 +17,7 @@ from tracebuild import (
     SHARED_TRACES,
     build,
     device,
+    ev,
     have_shared,
     kernel,
     memcpy,
@@ -342,6 +343,12 @@ def test_counters_utilization_and_memory():
     assert pts["counter:GPU 0 Utilization"] == [[2.5, 0.7333]]
 
 
+def test_utilization_of_zero_length_kernels_only_is_zero():
+    tl = build_timeline(build([kernel("k", 5, 0), op("host", 0, 10)]))
+    pts = {ln["id"]: ln["points"] for ln in tl.query(0, 10, 2)["lanes"] if ln["kind"] == "counter"}
+    assert pts["counter:GPU 0 Utilization"] == [[0.0, 0.0], [5.0, 0.0]]
+
+
 def test_steps_are_window_filtered():
     t = build([step(1, 0, 10), step(2, 10, 10), op("x", 1, 1), op("y", 12, 1)])
     tl = build_timeline(t)
@@ -379,35 +386,81 @@ def test_deep_nesting_does_not_overflow():
 
 def test_deep_partial_overlaps_do_not_overflow():
     n = 100_000  # a staircase: each event partially overlaps the one before it
-    start = np.arange(n, dtype=np.int64)
-    depth, vis_end, clipped = lanes.nest(np.zeros(n, dtype=np.int64), start, start + n)
-    assert depth.tolist() == list(range(n)) and clipped == n - 1
-    assert (vis_end == n).all()
+    tl = build_timeline(build([op("f", i, n) for i in range(n)]))
+    assert tl.layout.row.tolist() == list(range(n)) and tl.layout.clipped == n - 1
+    assert (tl.layout.vis_end == n * 1000).all()
 
 
-def test_fast_nesting_equals_the_stack_walk():
+def test_host_rows_are_the_depths_of_the_analysis_tree():
+    from stepscope.analysis.tree import build_tree
+
     rng = np.random.default_rng(11)
     # random properly nested events from a random open/close walk; equal times are common
-    # (ties, identical spans, zero-length events)
+    # (ties, identical spans, zero-length events), plus a few partial overlaps
     spans, stack, t = [], [], 0
-    for _ in range(12000):
+    for _ in range(4000):
         t += int(rng.integers(0, 3))
         if stack and rng.random() < 0.5:
             spans.append((stack.pop(), t))
         else:
             stack.append(t)
-    spans += [(a, t + 1) for a in stack]
+    spans += [(a, t + 1) for a in stack] + [(a, a + 7) for a in rng.integers(0, t, 20)]
     spans = [spans[i] for i in rng.permutation(len(spans))]  # file order is arbitrary
-    s = np.array([a for a, _ in spans], dtype=np.int64)
-    e = np.array([b for _, b in spans], dtype=np.int64)
-    assert (s == e).any()
-    group = rng.integers(0, 3, len(s))
-    depth, vis_end, clipped = lanes.nest(group, s, e)
-    assert clipped == 0 and (vis_end == e).all()
-    for g in range(3):
-        idx = np.flatnonzero(group == g)
-        d, _, _ = lanes._nest_stack(s[idx], e[idx])
-        assert (depth[idx] == d).all()
+    tids = rng.integers(1, 4, len(spans))
+    trace = build([op("x", a, b - a, tid=int(k)) for (a, b), k in zip(spans, tids)])
+    tree = build_tree(trace)
+    ancestors = np.zeros(len(tree), dtype=np.int64)  # by walking up the parents
+    for i, p in enumerate(tree.parent.tolist()):
+        ancestors[i] = ancestors[p] + 1 if p >= 0 else 0
+    assert (tree.depth() == ancestors).all() and ancestors.max() > 5
+    layout = build_timeline(trace).layout
+    assert (layout.row[tree.rows] == ancestors).all()
+    assert (layout.vis_end[tree.rows] == tree.end).all() and layout.clipped == tree.clipped > 0
+
+
+def test_runtime_call_spanning_its_op_exactly_nests_under_it():
+    # identical spans: the analysis' rule (host event before runtime call, SPEC §2.4.1) wins
+    # over file order, which used to put the runtime call first and the op under it
+    t = build([runtime("cudaLaunchKernel", 0, 5, corr=1), op("aten::add", 0, 5),
+               op("aten::mul", 10, 2), runtime("cudaMemcpyAsync", 10, 2, corr=2)])
+    tl = build_timeline(t)
+    assert tl.layout.row.tolist() == [1, 0, 0, 1]
+    assert tl.event(0)["depth"] == 1 and tl.event(1)["depth"] == 0
+
+
+def test_unknown_categories_nest_with_the_ops_of_their_thread():
+    # the analysis does not nest unknown categories: their thread is nested as a whole by the
+    # same function, partial overlaps clipped as for ops
+    t = build([ev("my_category", "outer", 0, 10), op("A", 1, 4), op("B", 2, 10),
+               op("C", 0, 3, tid=2)])
+    assert t.kind.tolist() == [Kind.OTHER, Kind.HOST_OP, Kind.HOST_OP, Kind.HOST_OP]
+    tl = build_timeline(t)
+    assert tl.layout.row.tolist() == [0, 1, 2, 0]
+    assert tl.layout.vis_end.tolist() == [10000, 5000, 5000, 3000]
+    assert tl.layout.clipped == 1
+
+
+def test_the_timeline_reuses_the_analysis_nesting(monkeypatch):
+    from stepscope.analysis import analyze
+    from stepscope.views.trace import timeline_of
+
+    a = analyze(build([op("A", 0, 10), op("B", 2, 3), runtime("cudaLaunchKernel", 3, 1),
+                       ev("Trace", "PyTorch Profiler (0)", 0, 20, pid="Spans", tid=1)]))
+
+    nested = []
+    real = lanes.build_tree
+
+    def nest_again(trace, rows=None):
+        nested.append(None if rows is None else rows.tolist())
+        return real(trace, rows)
+
+    monkeypatch.setattr(lanes, "build_tree", nest_again)
+    build_timeline(a.trace)
+    assert nested == [None, [3]]  # without the analysis: every thread, then the span's
+    nested.clear()
+    tl = timeline_of(a)
+    assert nested == [[3]]  # only the span's thread, which the analysis does not nest
+    assert tl.layout.row.tolist() == [0, 1, 2, 0]
 
 
 def test_lod_levels_conserve_counts_on_a_dense_random_trace(monkeypatch):

@@ -36,13 +36,22 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return s[first], run[last]
 
 
-def coverage_before(ms: np.ndarray, me: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """For disjoint sorted ``[ms, me)``: total covered length in ``(-inf, t)``, per ``t``."""
+def cumulative_lengths(ms: np.ndarray, me: np.ndarray) -> np.ndarray:
+    """Covered length before each of disjoint sorted ``[ms, me)`` (length ``len(ms) + 1``)."""
+    return np.concatenate(([0], np.cumsum(me - ms)))
+
+
+def coverage_before(ms: np.ndarray, me: np.ndarray, t: np.ndarray,
+                    cum: np.ndarray | None = None) -> np.ndarray:
+    """For disjoint sorted ``[ms, me)``: total covered length in ``(-inf, t)``, per ``t``.
+
+    ``cum``: :func:`cumulative_lengths` of ``ms, me``, when kept for many calls (then a call
+    costs O(len(t) log len(ms)))."""
     t = np.asarray(t, dtype=np.int64)
     if not len(ms):
         return np.zeros(t.shape, dtype=np.int64)
     lengths = me - ms
-    cum = np.concatenate(([0], np.cumsum(lengths)))
+    cum = cumulative_lengths(ms, me) if cum is None else cum
     i = np.searchsorted(ms, t, side="right") - 1
     inside = np.where(i >= 0, np.clip(t - ms[np.maximum(i, 0)], 0, lengths[np.maximum(i, 0)]), 0)
     return cum[np.maximum(i, 0)] * (i >= 0) + inside

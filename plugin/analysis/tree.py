@@ -57,6 +57,13 @@ class HostTree:
         o = np.maximum(outer, 0)
         return ok & (o <= inner) & (inner < self.subtree_end[o])
 
+    def depth(self) -> np.ndarray:
+        """Number of ancestors of each position (int64), from the pre-order ranges: O(n)."""
+        n = len(self.rows)
+        opened = np.bincount(np.arange(1, n + 1), minlength=n + 1)
+        closed = np.bincount(self.subtree_end, minlength=n + 1)
+        return np.cumsum(opened - closed)[:n]
+
     def check(self) -> None:
         """Children lie inside their parents; subtrees are contiguous."""
         has = self.parent >= 0
@@ -72,9 +79,14 @@ class HostTree:
 TREE_KINDS = (*HOST_KINDS, Kind.RUNTIME)
 
 
-def build_tree(trace: Trace) -> HostTree:
-    """Nest the host events (and runtime calls) of every thread of ``trace``."""
-    rows = np.flatnonzero(trace.mask(*TREE_KINDS))
+def build_tree(trace: Trace, rows: np.ndarray | None = None) -> HostTree:
+    """Nest the host events (and runtime calls) of every thread of ``trace``.
+
+    ``rows``: the trace rows to nest instead (the timeline nests the threads holding events
+    of other kinds, e.g. unknown categories, with the same rule).
+    """
+    if rows is None:
+        rows = np.flatnonzero(trace.mask(*TREE_KINDS))
     th = trace.thread[rows]
     s = trace.start[rows]
     e = s + trace.dur[rows]

@@ -144,7 +144,9 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str, token
     are stored. Returns ``{"ok": True}`` or the error ``{"status", "error", "detail", ...}``.
     """
     from ..analysis import analyze  # imported here: the views pull in every analysis
-    from ..views import ViewSet, timeline_of
+    from ..timeline import build_timeline
+    from ..views import ViewSet
+    from ..views.trace import timeline_inputs
 
     last = [0.0]
 
@@ -159,8 +161,10 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str, token
         analysis = analyze(_read(path, progress, _helpers_for(path)))
         _store(cache, path, key, ViewSet(analysis))
         progress("timeline", 0.0, now=True)  # the payloads can be served
-        timeline = timeline_of(analysis)
-        del analysis  # the timeline keeps what it needs
+        inputs = timeline_inputs(analysis)
+        del analysis  # free the analysis' intermediates before the timeline's memory peak
+        timeline = build_timeline(**inputs)
+        del inputs
         progress("timeline", TIMELINE_BUILD_SHARE, now=True)
         _store(cache, path, timeline_key(key), timeline)
         return {"ok": True}

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..analysis.links import Links, link
 from ..analysis.steps import host_steps
+from ..analysis.tree import HostTree
 from ..errors import BadParameter
 from ..model import Trace
 from .counters import build_counters
@@ -115,18 +116,20 @@ def _ns(us: float, what: str) -> int:
 
 
 def build_timeline(trace: Trace, *, steps: Iterable[tuple[str, int, int]] | None = None,
-                   links: Links | None = None) -> Timeline:
+                   links: Links | None = None, tree: HostTree | None = None) -> Timeline:
     """Build the timeline of ``trace`` (vectorised; done once at analysis time).
 
     ``steps``: ``(name, start ns, end ns)`` step markers; default: the trace's
     ``ProfilerStep#N`` host events. ``links``: launch links; default: ``link(trace)``.
-    With an :class:`~stepscope.analysis.Analysis` ``a`` at hand, pass its results::
+    ``tree``: the host nesting (SPEC §2.4.1) the host lanes are drawn from; default:
+    ``build_tree(trace)``. With an :class:`~stepscope.analysis.Analysis` ``a`` at hand, pass
+    its results (:func:`stepscope.views.trace.timeline_inputs`)::
 
-        build_timeline(a.trace, links=a.links,
+        build_timeline(a.trace, links=a.links, tree=a.tree,
                        steps=zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist()))
     """
     if steps is None:
         names, start, end, synthetic = host_steps(trace)
         steps = [] if synthetic else zip(names, start.tolist(), end.tolist())
-    return Timeline(trace, assign_lanes(trace), list(steps),
+    return Timeline(trace, assign_lanes(trace, tree), list(steps),
                     link(trace) if links is None else links)

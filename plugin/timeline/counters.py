@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.intervals import union
+from ..analysis.intervals import coverage_before, cumulative_lengths, union
 from ..model import Trace
 from ..taxonomy import Kind
 
@@ -34,18 +34,11 @@ class Utilization:
     name: str
     ms: np.ndarray   # disjoint sorted interval starts (ns)
     me: np.ndarray   # their ends
-    cum: np.ndarray  # covered ns before ms[i] (length len(ms) + 1)
-
-    def covered_before(self, t: np.ndarray) -> np.ndarray:
-        """Covered ns in ``(-inf, t)`` for each ``t`` (int64 ns)."""
-        i = np.searchsorted(self.ms, t, side="right") - 1
-        ic = np.maximum(i, 0)
-        inside = np.clip(t - self.ms[ic], 0, self.me[ic] - self.ms[ic])
-        return np.where(i >= 0, self.cum[ic] + inside, 0)
+    cum: np.ndarray  # covered ns before ms[i] (length len(ms) + 1): cumulative_lengths
 
     def points(self, s: int, e: int, width: int) -> list[list[float]]:
         edges = s + (np.arange(width + 1) * (e - s)) // width
-        cov = np.diff(self.covered_before(edges))
+        cov = np.diff(coverage_before(self.ms, self.me, edges, self.cum))
         frac = np.round(cov / np.maximum(np.diff(edges), 1), 4)
         return [list(p) for p in zip((edges[:-1] / 1000).tolist(), frac.tolist())]
 
@@ -91,7 +84,7 @@ def build_counters(trace: Trace) -> list[Utilization | Memory]:
     for d in np.unique(devices).tolist():
         rows = kernels[devices == d]
         ms, me = union(trace.start[rows], trace.start[rows] + trace.dur[rows])
-        cum = np.concatenate(([0], np.cumsum(me - ms)))
+        cum = cumulative_lengths(ms, me)
         name = f"GPU {d} Utilization"
         out.append(Utilization(f"counter:{name}", name, ms, me, cum))
     mem = trace.memory

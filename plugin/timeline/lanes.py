@@ -1,10 +1,12 @@
 """Lane assignment: which lane and row each duration event is drawn on (issue 6).
 
-- **Host lanes** (``host:<pid>:<tid>``), one per thread: the row is the nesting depth by
-  containment. Events are sorted by (start asc, end desc, file order); a child lies within
-  its parent. A partial overlap (fractional timestamps) attaches to the deepest ancestor
-  containing its start and is clipped to that ancestor's end (``vis_end``), as SPEC §2.4.1.
-  A zero-length event sits one row below every non-empty event that is open at its start.
+- **Host lanes** (``host:<pid>:<tid>``), one per thread: the row is the nesting depth of
+  the analysis' host nesting (:mod:`stepscope.analysis.tree`, SPEC §2.4.1; reused, not
+  redone): sorted by (start asc, end desc, host event before runtime call, file order), a
+  child lies within its parent. A partial overlap (fractional timestamps) attaches to the
+  deepest ancestor containing its start and is clipped to that ancestor's end
+  (``vis_end``). A zero-length event sits one row below every non-empty event open at its
+  start.
 - **Device lanes** (``device:<device>:<stream>``), one per stream: kernels, memcpys,
   memsets and device-side ranges; overlapping events are packed into rows (the lowest row
   that is free at the event's start; a range enclosing kernels takes the upper row).
@@ -17,9 +19,8 @@ Example: host events ``A [0,10) B [2,5) C [5,9) D [6,7)`` on one thread get rows
 ``0 1 1 2``; kernels ``[0,4) [2,6) [5,8)`` on one stream get rows ``0 1 0``.
 
 Everything is vectorised (sort + cumsum + searchsorted) and iterative: a 100,000-deep
-nesting is one more sort, not a recursion. Only clusters of host events holding a partial
-overlap, and clusters of overlapping events on a stream, go through a Python loop (a stack
-walk, a heap), over those events only.
+nesting is one more sort, not a recursion. Only clusters of overlapping events on a stream
+go through a Python loop (a heap), over those events only.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis.tree import HostTree, build_tree
 from ..model import Trace
 from ..taxonomy import DEVICE_KINDS, Kind
 
@@ -77,8 +79,9 @@ def _composite(group: np.ndarray, t: np.ndarray, shift: int) -> np.ndarray:
     return (group.astype(np.int64) << shift) | t
 
 
-def assign_lanes(trace: Trace) -> Layout:
-    """Lay out every duration event of ``trace`` on a lane and a row."""
+def assign_lanes(trace: Trace, tree: HostTree | None = None) -> Layout:
+    """Lay out every duration event of ``trace`` on a lane and a row; ``tree``: the
+    analysis' host nesting of ``trace`` (built here when not given)."""
     n = len(trace)
     kind = trace.kind
     start = trace.start
@@ -103,7 +106,8 @@ def assign_lanes(trace: Trace) -> Layout:
         dense = np.full(len(trace.threads), -1, dtype=np.int64)
         dense[np.array(tids, dtype=np.int64)] = np.arange(len(tids))
         group = dense[trace.thread[host_rows]]
-        depth, vend, clipped = nest(group, start[host_rows], end[host_rows])
+        depth, vend = host_depths(trace, host_rows, tree)
+        clipped = int((vend < end[host_rows]).sum())
         row[host_rows] = depth
         vis_end[host_rows] = vend
         nrows = np.zeros(len(tids), dtype=np.int64)
@@ -152,121 +156,26 @@ def _pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # --- host nesting ---------------------------------------------------------------------------
 
 
-def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Nesting depth by containment within each group (thread).
-
-    Inputs are parallel arrays in file order (file order breaks ties). Returns
-    ``(depth, vis_end, clipped)``: int32 depth, the end clipped to the enclosing event for
-    partial overlaps, and how many events were clipped.
-
-    Fast path, exact when no two events of a group partially overlap: sorted by (group,
-    start asc, end desc), the depth of a non-empty event is its rank in its group minus the
-    number of the group's non-empty events that ended at or before its start. The result is
-    then verified (each event inside its parent, no overlap within a row). Where that fails,
-    only the *cluster* concerned (a maximal run of transitively overlapping events, e.g. one
-    step) is redone by the sequential stack walk of :func:`_nest_stack`.
-    """
-    m = len(start)
-    depth = np.zeros(m, dtype=np.int32)
-    vis_end = end.copy()
-    if not m:
-        return depth, vis_end, 0
-    shift = _shift(start, end)
-    if ((int(group.max()) + 1) << shift) >= 2**62:
-        redo = [np.arange(m)]  # times too large to combine with the group: no fast path
+def host_depths(trace: Trace, rows: np.ndarray, tree: HostTree | None) -> tuple[np.ndarray, np.ndarray]:
+    """Nesting depth and clipped end (ns) of the host-lane events ``rows``, from the
+    analysis' nesting (:func:`~stepscope.analysis.tree.build_tree`, SPEC §2.4.1): ``tree``
+    when given, else built here. The threads also holding events the analysis does not nest
+    (the ``Trace`` span, unknown categories) are nested together by the same function."""
+    tree = build_tree(trace) if tree is None else tree
+    depth = np.zeros(len(rows), dtype=np.int32)
+    vis_end = trace.start[rows] + trace.dur[rows]
+    alone = tree.pos_of_row[rows] < 0
+    if alone.any():
+        threads = np.unique(trace.thread[rows[alone]])
+        redo = np.isin(trace.thread[rows], threads)
+        trees = [(tree, ~redo), (build_tree(trace, rows[redo]), redo)]
     else:
-        redo = _nest_fast(group, start, end, shift, depth)
-    clipped = 0
-    for idx in redo:
-        d, v, c = _nest_stack(start[idx], end[idx])
-        depth[idx] = d
-        vis_end[idx] = v
-        clipped += c
-    return depth, vis_end, clipped
-
-
-def _nest_fast(group, start, end, shift, depth) -> list[np.ndarray]:
-    """Fill ``depth`` assuming proper nesting; return the event sets (clusters) where that
-    was wrong, to be redone one by one."""
-    empty = end == start
-    full = np.flatnonzero(~empty)
-    zero = np.flatnonzero(empty)
-    kz = _composite(group[zero], start[zero], shift)
-    zo = np.argsort(kz, kind="stable")
-    zero, kz = zero[zo], kz[zo]
-    if not len(full):
-        return []
-    g, s, e = group[full], start[full], end[full]
-    order = _order(g, s, e, shift)
-    g, s, e = g[order], s[order], e[order]
-    full = full[order]
-    ks = _composite(g, s, shift)
-    ke = _composite(g, e, shift)
-    k = len(order)
-    first = np.searchsorted(g, np.arange(int(group.max()) + 1))  # group offsets
-    ke_sorted = np.sort(ke)
-    d = np.arange(k) - first[g] - (np.searchsorted(ke_sorted, ks, side="right") - first[g])
-    depth[full] = d
-    if len(zero):
-        # one row below every non-empty event open at the instant ([s, e) contains it)
-        depth[zero] = (np.searchsorted(ks, kz, side="right")
-                       - np.searchsorted(ke_sorted, kz, side="right"))
-    # verify in (depth, position) order, where every lookup below is monotone:
-    # (1) each event inside its parent (the last event one level up before it);
-    # (2) no overlap between neighbours of a row
-    by_depth = np.argsort(d.astype(np.uint16) if d.max() < 2**16 else d, kind="stable")
-    dd = d[by_depth].astype(np.int64)
-    pos_key = dd * (k + 1) + by_depth
-    child = np.flatnonzero(dd > 0)
-    c = by_depth[child]
-    p = np.searchsorted(pos_key, pos_key[child] - (k + 1)) - 1
-    pc = np.maximum(p, 0)
-    parent = by_depth[pc]
-    wrong = (p < 0) | (dd[pc] != dd[child] - 1) | (g[parent] != g[c]) \
-        | (e[parent] < e[c]) | (e[parent] <= s[c])
-    a, b = by_depth[:-1], by_depth[1:]
-    overlap = (dd[:-1] == dd[1:]) & (g[a] == g[b]) & (e[a] > s[b])
-    bad = np.concatenate([c[wrong], b[overlap], np.flatnonzero(d < 0)])
-    if not len(bad):
-        return []
-    # clusters: a new one starts where nothing before it (in its group) is still open
-    run = np.maximum.accumulate(ke)
-    new = np.r_[True, ks[1:] >= run[:-1]]
-    heads = np.flatnonzero(new)
-    cid = np.cumsum(new) - 1
-    out = []
-    for cl in np.unique(cid[bad]).tolist():
-        lo = int(heads[cl])
-        hi = int(heads[cl + 1]) if cl + 1 < len(heads) else k
-        # with the zero-length events inside the cluster's span [start, max end)
-        z0, z1 = np.searchsorted(kz, [ks[lo], run[hi - 1]], side="left")
-        out.append(np.concatenate([full[lo:hi], zero[z0:z1]]))
-    return out
-
-
-def _order(g: np.ndarray, s: np.ndarray, e: np.ndarray, shift: int) -> np.ndarray:
-    """Permutation sorting by (group, start asc, end desc, position): two stable sorts."""
-    o = np.argsort(-e, kind="stable")
-    return o[np.argsort(_composite(g[o], s[o], shift), kind="stable")]
-
-
-def _nest_stack(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Sequential nesting of one group with clipping of partial overlaps (iterative)."""
-    order = np.lexsort((-end, start))
-    depth = np.zeros(len(start), dtype=np.int32)
-    vis_end = end.copy()
-    stack: list[int] = []  # clipped ends of the open events, outermost first
-    clipped = 0
-    for i, s, e in zip(order.tolist(), start[order].tolist(), end[order].tolist()):
-        while stack and stack[-1] <= s:
-            stack.pop()
-        if stack and e > stack[-1]:
-            e = stack[-1]
-            clipped += 1
-        depth[i] = len(stack)
-        vis_end[i] = e
-        stack.append(e)
-    return depth, vis_end, clipped
+        trees = [(tree, np.ones(len(rows), dtype=bool))]
+    for t, sel in trees:
+        pos = t.pos_of_row[rows[sel]]
+        depth[sel] = t.depth()[pos]
+        vis_end[sel] = t.end[pos]
+    return depth, vis_end
 
 
 # --- device packing -------------------------------------------------------------------------
@@ -296,6 +205,12 @@ def pack(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         idx = order[f:f + c]
         out[idx] = _pack_cluster(start[idx].tolist(), end[idx].tolist())
     return out
+
+
+def _order(g: np.ndarray, s: np.ndarray, e: np.ndarray, shift: int) -> np.ndarray:
+    """Permutation sorting by (group, start asc, end desc, position): two stable sorts."""
+    o = np.argsort(-e, kind="stable")
+    return o[np.argsort(_composite(g[o], s[o], shift), kind="stable")]
 
 
 def _pack_cluster(starts: list[int], ends: list[int]) -> list[int]:

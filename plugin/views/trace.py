@@ -11,10 +11,17 @@ from ..timeline import Timeline, build_timeline
 from .registry import Param, Route, View
 
 
+def timeline_inputs(a: Analysis) -> dict:
+    """What the timeline takes from an analysed trace (its links, steps and host nesting):
+    ``build_timeline(**timeline_inputs(a))``. Holding only these lets a caller free the
+    rest of the analysis before the timeline's memory peak."""
+    return {"trace": a.trace, "links": a.links, "tree": a.tree,
+            "steps": list(zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist()))}
+
+
 def timeline_of(a: Analysis) -> Timeline:
-    """The trace view's timeline of an analysed trace (reuses its links and steps)."""
-    return build_timeline(a.trace, links=a.links,
-                          steps=zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist()))
+    """The trace view's timeline of an analysed trace (reuses its links, steps and nesting)."""
+    return build_timeline(**timeline_inputs(a))
 
 
 #: Most digits an event id may have (ids index an int64 column).
