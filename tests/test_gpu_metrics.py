@@ -43,6 +43,23 @@ def test_est_sm_efficiency_weights_min_blocks_over_sms():
     assert m[0]["Est. SM Efficiency"] == 37.5         # (5 + 10) / 40
 
 
+def test_est_sm_efficiency_caps_concurrent_kernels_at_all_sms():
+    # SPEC §2.3: the per-instant sum is capped at 1 before integrating
+    _, m = gpus([
+        step(1, 0, 20),
+        kernel("a", 0, 10, grid=[10, 1, 1], stream=7),   # all 10 SMs
+        kernel("b", 0, 10, grid=[10, 1, 1], stream=8),   # concurrently: still 10 SMs
+    ])
+    assert m[0]["Est. SM Efficiency"] == 50.0          # 10 / 20, not 20 / 20
+    _, m = gpus([
+        step(1, 0, 20),
+        kernel("a", 0, 10, grid=[5, 1, 1], stream=7),    # 0.5 on [0, 10)
+        kernel("b", 5, 10, grid=[8, 1, 1], stream=8),    # 0.8 on [5, 15)
+        kernel("c", 18, 4, grid=[10, 1, 1]),             # clipped at the step end: 1 x 2
+    ])
+    assert m[0]["Est. SM Efficiency"] == 67.5          # (2.5 + 5 + 4 + 2) / 20
+
+
 def test_est_sm_efficiency_omitted_without_num_sms_or_grid():
     _, m = gpus([step(1, 0, 40), kernel("a", 0, 10, grid=[5, 1, 1])],
                 props=[{"id": 0, "name": "x"}])

@@ -1,7 +1,8 @@
 """GPU summary (SPEC §2.3): per GPU over ``[first step start, last step end)``.
 
 - GPU Utilization = |union of the GPU's kernel intervals in the window| / window
-- Est. SM Efficiency = sum(min(blocks / numSms, 1) x in-window duration) / window
+- Est. SM Efficiency = integral over the window of ``min(1, sum over running kernels of
+  min(blocks / numSms, 1))`` / window (concurrent kernels never push it above 100 %)
 - Est. Achieved Occupancy = in-window-duration-weighted mean of ``est. achieved occupancy %``
 - Kernel time using Tensor Cores = in-window time of tensor-core kernels / kernel time
 
@@ -25,7 +26,8 @@ DEFINITIONS = {
     "GPU Utilization": "Share of the steps' time in which at least one kernel ran on this "
                        "GPU.",
     "Est. SM Efficiency": "Estimated share of streaming multiprocessors busy over the steps' "
-                          "time: each kernel counts min(blocks / SMs, 1) x its duration.",
+                          "time: at each instant the running kernels' min(blocks / SMs, 1) "
+                          "summed, capped at 1 (concurrent kernels never exceed 100 %).",
     "Est. Achieved Occupancy": "Duration-weighted mean of the kernels' estimated achieved "
                                "occupancy (active warps / maximum warps per SM).",
     "Kernel time using Tensor Cores": "Share of kernel time spent in kernels that use Tensor "
@@ -69,6 +71,24 @@ def device_props(trace: Trace, device: int) -> dict:
     return props[0] if props and len(names) == 1 else {}
 
 
+def capped_load_integral(start: np.ndarray, end: np.ndarray, load: np.ndarray) -> float:
+    """Integral over time (ns) of ``min(1, sum of load over intervals active at t)``.
+
+    A sweep over the start (+load) and end (-load) events: sort, cumulative sum, and weigh
+    each gap between consecutive events by the capped level. Example: loads 0.5 on
+    ``[0, 10)`` and 0.8 on ``[5, 15)`` give 0.5 x 5 + 1 x 5 + 0.8 x 5 = 11.5.
+    """
+    keep = end > start
+    t = np.concatenate((start[keep], end[keep]))
+    if not len(t):
+        return 0.0
+    delta = np.concatenate((load[keep], -load[keep]))
+    order = np.argsort(t, kind="stable")
+    t = t[order]
+    level = np.cumsum(delta[order])[:-1]
+    return float((np.clip(level, 0.0, 1.0) * np.diff(t)).sum())
+
+
 def gpu_summaries(trace: Trace, window: tuple[int, int], tc_kernel: np.ndarray) -> list[GpuSummary]:
     """One summary per GPU id seen on kernels, in id order."""
     kernels = np.flatnonzero(trace.kind == Kind.KERNEL)
@@ -101,8 +121,9 @@ def gpu_summaries(trace: Trace, window: tuple[int, int], tc_kernel: np.ndarray) 
         sms = props.get("numSms")
         if isinstance(sms, int) and sms > 0 and (blocks >= 0).any():
             known = blocks >= 0
-            eff = np.minimum(blocks[known] / sms, 1.0) * d[known]
-            m["Est. SM Efficiency"] = 100 * float(eff.sum()) / length
+            busy_sms = capped_load_integral(np.clip(s[known], lo, hi), np.clip(e[known], lo, hi),
+                                            np.minimum(blocks[known] / sms, 1.0))
+            m["Est. SM Efficiency"] = 100 * busy_sms / length
         occ = trace.occupancy[rows]
         known = ~np.isnan(occ) & (d > 0)
         if known.any():
