@@ -88,14 +88,23 @@ def test_tensor_core_share_of_kernel_time():
     assert m[0]["Kernel time using Tensor Cores"] == 75.0
 
 
-def test_rocm_omits_what_it_cannot_compute():
+def test_rocm_omits_what_it_cannot_compute_and_names_matrix_cores():
     amd = {"id": 0, "name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0}
-    _, m = gpus([
+    events = [
         step(1, 0, 40),
         runtime("hipLaunchKernel", 1, 1, corr=1),
-        kernel("Cijk_Alik_Bljk_xmma_like", 2, 10, corr=1, grid=[4, 1, 1]),
-    ], props=[amd])
-    assert set(m[0]) == {"GPU Utilization"}
+        kernel("Cijk_Alik_Bljk_SB_Bias_AS_SAV_UserArgs_MT64x16x32_MI16x16x1_SN", 2, 30, corr=1),
+        runtime("hipLaunchKernel", 3, 1, corr=2),
+        kernel("triton_poi_fused_add_0", 32, 8, corr=2),
+    ]
+    o, m = gpus(events, props=[amd])
+    # no grid, no occupancy: only utilization and the MFMA share (SPEC §2.3 "matrix cores")
+    assert m[0] == {"GPU Utilization": 95.0, "Kernel time using Matrix Cores": 78.95}  # 30 / 38
+    views = build_views(build(events, device_properties=[amd]))
+    cols = [c["name"] for c in views.get("kernel/table", {})["data"]["columns"]]
+    assert cols[-1] == "Matrix Cores Used" and "Tensor Cores Used" not in cols
+    assert views.get("kernel/tc_pie", {})["total"]["rows"] == [
+        ["Using Matrix Cores", 30], ["Not Using Matrix Cores", 8]]
 
 
 def test_metric_order_and_rounding():
@@ -137,10 +146,11 @@ def test_shared_golden_utilization():
 def test_shared_rocm_trace_omits_metrics_it_cannot_compute():
     g = shared_views("hta_mi250_rocm62").get("overview", {})["gpu_metrics"]["gpus"]
     assert len(g) == 1 and g[0]["name"] == "AMD Radeon Graphics"
-    assert [m["name"] for m in g[0]["metrics"]] == ["GPU Utilization"]
+    assert [m["name"] for m in g[0]["metrics"]] == ["GPU Utilization",
+                                                    "Kernel time using Matrix Cores"]
     cols = [c["name"] for c in shared_views("hta_mi250_rocm62").get(
         "kernel/table", {})["data"]["columns"]]
-    assert "Tensor Cores Used" not in cols
+    assert "Tensor Cores Used" not in cols and "Matrix Cores Used" in cols
 
 
 @needs_shared

@@ -5,9 +5,10 @@
   min(blocks / numSms, 1))`` / window (concurrent kernels never push it above 100 %)
 - Est. Achieved Occupancy = in-window-duration-weighted mean of ``est. achieved occupancy %``
 - Kernel time using Tensor Cores = in-window time of tensor-core kernels / kernel time
+  (on ROCm "Kernel time using Matrix Cores": MFMA kernels)
 
-A metric that cannot be computed (no grid, no numSms, no occupancy args, an AMD GPU for
-tensor cores) is left out, never shown as 0.
+A metric that cannot be computed (no grid, no numSms, no occupancy args, an NVIDIA GPU older
+than Volta for tensor cores) is left out, never shown as 0.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from typing import Optional
 import numpy as np
 
 from ..model import Trace
-from ..taxonomy import AMD_DEVICE_NAME, ROCM_RUNTIME_NAME, TENSOR_CORE_MIN_COMPUTE_MAJOR, Kind
+from ..taxonomy import (
+    AMD_DEVICE_NAME,
+    MATRIX_CORES,
+    ROCM_RUNTIME_NAME,
+    TENSOR_CORE_MIN_COMPUTE_MAJOR,
+    TENSOR_CORES,
+    Kind,
+)
 from .breakdown import name_mask
 from .intervals import clipped_durations, covered, union
 
@@ -32,7 +40,14 @@ DEFINITIONS = {
                                "occupancy (active warps / maximum warps per SM).",
     "Kernel time using Tensor Cores": "Share of kernel time spent in kernels that use Tensor "
                                       "Cores.",
+    "Kernel time using Matrix Cores": "Share of kernel time spent in kernels that use the "
+                                      "Matrix Cores (MFMA instructions).",
 }
+
+
+def core_label(rocm: bool) -> str:
+    """``"Matrix Cores"`` on ROCm (AMD's name for its MFMA units), else ``"Tensor Cores"``."""
+    return MATRIX_CORES if rocm else TENSOR_CORES
 
 
 @dataclass
@@ -128,7 +143,8 @@ def gpu_summaries(trace: Trace, window: tuple[int, int], tc_kernel: np.ndarray) 
         known = ~np.isnan(occ) & (d > 0)
         if known.any():
             m["Est. Achieved Occupancy"] = float((occ[known] * d[known]).sum() / d[known].sum())
-        no_tc = rocm or (isinstance(major, int) and major < TENSOR_CORE_MIN_COMPUTE_MAJOR)
+        no_tc = not rocm and isinstance(major, int) and major < TENSOR_CORE_MIN_COMPUTE_MAJOR
         if not no_tc and d.sum() > 0:
-            m["Kernel time using Tensor Cores"] = 100 * int(d[tc_kernel[rows]].sum()) / int(d.sum())
+            m[f"Kernel time using {core_label(rocm)}"] = \
+                100 * int(d[tc_kernel[rows]].sum()) / int(d.sum())
     return out
