@@ -160,3 +160,20 @@ def test_shared_v100_trace_has_every_metric():
     assert names == ["GPU Utilization", "Est. SM Efficiency", "Est. Achieved Occupancy",
                      "Kernel time using Tensor Cores"]
     assert g[0]["compute_capability"] == "7.0"
+
+
+def test_device_only_trace_gets_an_overview():
+    # runtime calls and kernels, no host op: the whole trace is one step
+    views = build_views(build([
+        runtime("hipLaunchKernel", 0, 2, corr=1),
+        kernel("Cijk_Ailk_Bljk_BBS_MT64x64x32_MI32x32x1_SN", 5, 10, corr=1, grid=[2, 1, 1]),
+        kernel("triton_poi_fused_add_0", 15, 5),
+    ], device_properties=[{"id": 0, "name": "AMD Instinct MI210", "numSms": 4,
+                           "computeMajor": 9, "computeMinor": 0}]))
+    assert "Overview" in views.names()
+    o = views.get("overview", {})
+    perf = {c["name"]: c["value"] for c in o["performance"][0]["children"]}
+    assert o["performance"][0]["value"] == 20 and perf["Kernel"] == 15 and perf["Runtime"] == 2
+    m = {x["name"]: x["value"] for x in o["gpu_metrics"]["gpus"][0]["metrics"]}
+    assert m == {"GPU Utilization": 75.0, "Est. SM Efficiency": 25.0,   # 0.5 x 10 / 20
+                 "Kernel time using Matrix Cores": 66.67}
