@@ -66,6 +66,12 @@ def test_est_sm_efficiency_omitted_without_num_sms_or_grid():
     assert "Est. SM Efficiency" not in m[0]
     _, m = gpus([step(1, 0, 40), kernel("a", 0, 10)])
     assert "Est. SM Efficiency" not in m[0]
+    # a kernel in the window without grid (graph-replayed on ROCm) would count as 0 SMs
+    _, m = gpus([step(1, 0, 40), kernel("a", 0, 10, grid=[5, 1, 1]), kernel("b", 10, 20)])
+    assert "Est. SM Efficiency" not in m[0]
+    # one outside the window does not matter
+    _, m = gpus([step(1, 0, 40), kernel("a", 0, 10, grid=[5, 1, 1]), kernel("b", 50, 20)])
+    assert m[0]["Est. SM Efficiency"] == 12.5
 
 
 def test_est_achieved_occupancy_is_duration_weighted():
@@ -167,7 +173,7 @@ def test_device_only_trace_gets_an_overview():
     views = build_views(build([
         runtime("hipLaunchKernel", 0, 2, corr=1),
         kernel("Cijk_Ailk_Bljk_BBS_MT64x64x32_MI32x32x1_SN", 5, 10, corr=1, grid=[2, 1, 1]),
-        kernel("triton_poi_fused_add_0", 15, 5),
+        kernel("triton_poi_fused_add_0", 15, 5, grid=[1, 1, 1]),
     ], device_properties=[{"id": 0, "name": "AMD Instinct MI210", "numSms": 4,
                            "computeMajor": 9, "computeMinor": 0}]))
     assert "Overview" in views.names()
@@ -175,5 +181,5 @@ def test_device_only_trace_gets_an_overview():
     perf = {c["name"]: c["value"] for c in o["performance"][0]["children"]}
     assert o["performance"][0]["value"] == 20 and perf["Kernel"] == 15 and perf["Runtime"] == 2
     m = {x["name"]: x["value"] for x in o["gpu_metrics"]["gpus"][0]["metrics"]}
-    assert m == {"GPU Utilization": 75.0, "Est. SM Efficiency": 25.0,   # 0.5 x 10 / 20
+    assert m == {"GPU Utilization": 75.0, "Est. SM Efficiency": 31.25,  # (5 + 1.25) / 20
                  "Kernel time using Matrix Cores": 66.67}

@@ -7,7 +7,7 @@
 - Kernel time using Tensor Cores = in-window time of tensor-core kernels / kernel time
   (on ROCm "Kernel time using Matrix Cores": MFMA kernels)
 
-A metric that cannot be computed (no grid, no numSms, no occupancy args, an NVIDIA GPU older
+A metric that cannot be computed (a kernel in the window without grid, no numSms, no occupancy args, an NVIDIA GPU older
 than Volta for tensor cores) is left out, never shown as 0.
 """
 
@@ -134,8 +134,10 @@ def gpu_summaries(trace: Trace, window: tuple[int, int], tc_kernel: np.ndarray) 
         d = clipped_durations(s, e, lo, hi)
         blocks = trace.blocks[rows]
         sms = props.get("numSms")
-        if isinstance(sms, int) and sms > 0 and (blocks >= 0).any():
-            known = blocks >= 0
+        known = blocks >= 0
+        # every kernel running in the window needs its grid: a kernel without one (a HIP
+        # graph replay's kernels) would count as 0 SMs busy and fake a low efficiency
+        if isinstance(sms, int) and sms > 0 and known.any() and known[d > 0].all():
             busy_sms = capped_load_integral(np.clip(s[known], lo, hi), np.clip(e[known], lo, hi),
                                             np.minimum(blocks[known] / sms, 1.0))
             m["Est. SM Efficiency"] = 100 * busy_sms / length
