@@ -106,6 +106,8 @@ def _encode(top: dict, evs: list, as_list: bool, pretty: bool) -> bytes:
        gz=st.booleans())
 def test_random_event_lists_read_and_analyse(workdir, top, evs, as_list, pretty, gz):
     from stepscope.app import json_response
+    from test_invariants import assert_invariants
+
     from stepscope.views import ViewSet, build_views
 
     data = _encode(top, evs, as_list, pretty)
@@ -119,6 +121,7 @@ def test_random_event_lists_read_and_analyse(workdir, top, evs, as_list, pretty,
     a.tree.check()
     a.nodes.check()
     a.accounts.check()
+    assert_invariants(views)  # percentages in [0, 100], categories sum to each step (§2.7)
     for route in ViewSet.ROUTES:
         params = {"op_name": "aten::mm"} if route == "operation/stack" else {"id": "0"}
         try:

@@ -148,3 +148,21 @@ REAL_TRACES = sorted(str(p.relative_to(SHARED)) for p in Path(SHARED).rglob("*.j
 @pytest.mark.parametrize("rel", REAL_TRACES)
 def test_invariants_hold_on_real_traces(rel):
     assert_invariants(build_views(read_trace(os.path.join(SHARED, rel))))
+
+
+def test_occupancy_outside_0_100_is_unknown(tmp_path):
+    import json
+
+    evs = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 40,
+            "pid": 1, "tid": 1},
+           {"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 10, "pid": 0, "tid": 7,
+            "args": {"device": 0, "stream": 7, "est. achieved occupancy %": 150}},
+           {"ph": "X", "cat": "kernel", "name": "k", "ts": 10, "dur": 10, "pid": 0, "tid": 7,
+            "args": {"device": 0, "stream": 7, "est. achieved occupancy %": 40}}]
+    path = tmp_path / "w.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": evs}))
+    views = build_views(read_trace(str(path)))
+    assert_invariants(views)
+    g = views.get("overview", {})["gpu_metrics"]["gpus"][0]
+    assert {m["name"]: m["value"] for m in g["metrics"]}["Est. Achieved Occupancy"] == 40.0
+    assert any("occupancy" in n["text"] for n in views.notes())
