@@ -105,9 +105,9 @@ def _encode(top: dict, evs: list, as_list: bool, pretty: bool) -> bytes:
 @given(top=tops, evs=st.lists(events, max_size=25), as_list=st.booleans(), pretty=st.booleans(),
        gz=st.booleans())
 def test_random_event_lists_read_and_analyse(workdir, top, evs, as_list, pretty, gz):
-    from stepscope.app import json_response
     from test_invariants import assert_invariants
 
+    from stepscope.app import json_response
     from stepscope.views import ViewSet, build_views
 
     data = _encode(top, evs, as_list, pretty)

@@ -112,7 +112,7 @@ def _random_events(rng) -> list[dict]:
             events.append(user("gloo:all_reduce", t0, dur, tid=tid))
         else:
             events.append(step(k, t0, dur, tid=tid))
-    for c in range(int(rng.integers(0, 30)) if rng.random() < 0.8 else 0):
+    for _ in range(int(rng.integers(0, 30)) if rng.random() < 0.8 else 0):
         t0 = int(rng.integers(0, 250))
         corr = int(rng.integers(0, 20))
         events.append(runtime(str(rng.choice(["cudaLaunchKernel", "cudaGraphLaunch"])), t0,
