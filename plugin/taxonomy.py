@@ -141,6 +141,10 @@ TRAILING_STEP_RATIO = 1.25
 ROCM_RUNTIME_NAME = re.compile(r"^hip[A-Z]")
 #: deviceProperties names of AMD GPUs.
 AMD_DEVICE_NAME = re.compile(r"\b(AMD|Radeon|Instinct)\b|\bMI\d{3}", re.IGNORECASE)
+#: AMD architecture in a Tensile GEMM's name (``Cijk_..._ISA90a_...`` -> ``gfx90a``), for
+#: ROCm traces whose deviceProperties carry no ``gcnArchName``.
+TENSILE_ISA = re.compile(r"^Cijk_\w*?_ISA([0-9a-f]{3,4})_")
+
 #: What the matrix units are called: NVIDIA "Tensor Cores", AMD (ROCm) "Matrix Cores".
 TENSOR_CORES = "Tensor Cores"
 MATRIX_CORES = "Matrix Cores"

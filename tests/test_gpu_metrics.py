@@ -183,3 +183,22 @@ def test_device_only_trace_gets_an_overview():
     m = {x["name"]: x["value"] for x in o["gpu_metrics"]["gpus"][0]["metrics"]}
     assert m == {"GPU Utilization": 75.0, "Est. SM Efficiency": 31.25,  # (5 + 1.25) / 20
                  "Kernel time using Matrix Cores": 66.67}
+
+
+def test_rocm_architecture_from_device_properties_or_tensile_kernels():
+    amd = {"id": 0, "name": "AMD Instinct MI210", "computeMajor": 9, "computeMinor": 0}
+    events = [step(1, 0, 40), runtime("hipLaunchKernel", 1, 1, corr=1),
+              kernel("Cijk_Ailk_Bjlk_BBS_BH_MT128x64x32_MI32x32x1_SN_ISA90a_IU1_K1", 2, 10, corr=1)]
+    o, _ = gpus(events, props=[amd])
+    assert o["gpu_metrics"]["gpus"][0]["arch"] == "gfx90a"
+    o, _ = gpus(events, props=[dict(amd, gcnArchName="gfx942:sramecc+:xnack-")])
+    assert o["gpu_metrics"]["gpus"][0]["arch"] == "gfx942"
+    o, _ = gpus([step(1, 0, 40), kernel("a", 0, 10)])     # NVIDIA: no arch key
+    assert "arch" not in o["gpu_metrics"]["gpus"][0]
+
+
+@needs_shared
+def test_shared_rocm_traces_name_their_architecture():
+    for key, arch in (("hta_mi250_rocm62", "gfx90a"), ("tracelens_mi300x_compile_triton", "gfx942")):
+        g = shared_views(key).get("overview", {})["gpu_metrics"]["gpus"]
+        assert [x["arch"] for x in g] == [arch]

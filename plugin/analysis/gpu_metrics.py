@@ -23,6 +23,7 @@ from ..taxonomy import (
     AMD_DEVICE_NAME,
     MATRIX_CORES,
     ROCM_RUNTIME_NAME,
+    TENSILE_ISA,
     TENSOR_CORE_MIN_COMPUTE_MAJOR,
     TENSOR_CORES,
     Kind,
@@ -58,12 +59,17 @@ class GpuSummary:
     compute_capability: Optional[str]
     #: metric name -> percent (unrounded); only the metrics that could be computed
     metrics: dict[str, float] = field(default_factory=dict)
+    #: AMD architecture (``gfx90a``) on ROCm when known; the key is left out otherwise
+    arch: Optional[str] = None
 
     def to_json(self) -> dict:
-        return {"id": self.id, "name": self.name, "memory_bytes": self.memory_bytes,
-                "compute_capability": self.compute_capability,
-                "metrics": [{"name": k, "value": round(v, 2), "unit": "%",
-                             "definition": DEFINITIONS[k]} for k, v in self.metrics.items()]}
+        out = {"id": self.id, "name": self.name, "memory_bytes": self.memory_bytes,
+               "compute_capability": self.compute_capability,
+               "metrics": [{"name": k, "value": round(v, 2), "unit": "%",
+                            "definition": DEFINITIONS[k]} for k, v in self.metrics.items()]}
+        if self.arch:
+            out["arch"] = self.arch
+        return out
 
 
 def is_rocm(trace: Trace) -> bool:
@@ -104,6 +110,19 @@ def capped_load_integral(start: np.ndarray, end: np.ndarray, load: np.ndarray) -
     return float((np.clip(level, 0.0, 1.0) * np.diff(t)).sum())
 
 
+def amd_arch(trace: Trace, props: dict, kernel_rows: np.ndarray) -> Optional[str]:
+    """``gfx90a``-style architecture of an AMD GPU: deviceProperties' ``gcnArchName``
+    (features after ``:`` dropped), else the ISA tag of its Tensile GEMM kernels."""
+    gcn = props.get("gcnArchName")
+    if isinstance(gcn, str) and gcn.strip():
+        return gcn.split(":")[0].strip()
+    for sid in np.unique(trace.name[kernel_rows]).tolist():
+        m = TENSILE_ISA.search(trace.strings[sid])
+        if m:
+            return f"gfx{m.group(1)}"
+    return None
+
+
 def gpu_summaries(trace: Trace, window: tuple[int, int], tc_kernel: np.ndarray) -> list[GpuSummary]:
     """One summary per GPU id seen on kernels, in id order."""
     kernels = np.flatnonzero(trace.kind == Kind.KERNEL)
@@ -121,7 +140,8 @@ def gpu_summaries(trace: Trace, window: tuple[int, int], tc_kernel: np.ndarray) 
         mem = props.get("totalGlobalMem")
         summary = GpuSummary(id=int(dev), name=props.get("name"),
                              memory_bytes=mem if isinstance(mem, int) else None,
-                             compute_capability=cc)
+                             compute_capability=cc,
+                             arch=amd_arch(trace, props, rows) if rocm else None)
         out.append(summary)
         if length <= 0:
             continue
