@@ -103,11 +103,21 @@ LAUNCH_CALL_NAME = re.compile(
 
 # --- tensor cores (SPEC §2.3, §2.6) --------------------------------------------------------
 
-#: Kernel names recognised as using tensor cores.
+#: Kernel names recognised as using tensor cores (NVIDIA) or matrix cores (AMD MFMA), one
+#: list for every generation (tested on kernel names from real traces, tests/test_taxonomy.py).
 TENSOR_CORE_KERNEL = re.compile(
-    r"(h884|h1688|s1688|i8816|h16816|s16816|bf16816|hmma|xmma|wmma|imma|gmma|"
-    r"gemm_.*tf32|tf32.*gemm|cutlass.*tensorop|tensorop.*cutlass|sm80_xmma|sm90_xmma|"
-    r"ampere_(fp16|bf16|h|s16816)|sm90_.*gemm|flash_fwd|flash_bwd|fmha)",
+    # Volta..Ampere cuBLAS/cuDNN/CUTLASS 2
+    r"h884|h1688|s1688|i8816|h16816|s16816|bf16816|hmma|xmma|wmma|imma|gmma|"
+    r"gemm_.*tf32|tf32.*gemm|cutlass.*tensorop|tensorop.*cutlass|ampere_(fp16|bf16|h|s16816)|"
+    # Hopper/Blackwell: cuBLASLt nvjet, CUTLASS 3 sm90/sm100 kernels
+    r"nvjet_|sm(90|100|101|103|120)a?_\w*?(gemm|mma|tensorop|fprop|dgrad|wgrad|conv)|"
+    # fp8/fp4 GEMMs (cuBLASLt, CUTLASS, DeepGEMM, Triton mxfp4 matmuls)
+    r"^(?=.*(e4m3|e5m2|e2m1|fp8|fp4))(?=.*(gemm|matmul))|"
+    # FlashAttention (1-3, also PyTorch's pytorch_flash), FMHA, Triton flash attention
+    r"flash_fwd|flash_bwd|flash::(FlashAttn|compute_attn)|fmha|^_?attn_(fwd|bwd)|"
+    # AMD matrix cores: MFMA, Tensile GEMMs with an MFMA (MI) tile, CK xdl(ops), MIOpen
+    # xdlops implicit GEMMs (gtcx*)
+    r"mfma|^Cijk_\w*_MT\d+x\d+x\d+\w*_MI\d+x\d+x\d+|xdl|^igemm_\w+_gtcx",
     re.IGNORECASE,
 )
 
@@ -131,6 +141,13 @@ TRAILING_STEP_RATIO = 1.25
 ROCM_RUNTIME_NAME = re.compile(r"^hip[A-Z]")
 #: deviceProperties names of AMD GPUs.
 AMD_DEVICE_NAME = re.compile(r"\b(AMD|Radeon|Instinct)\b|\bMI\d{3}", re.IGNORECASE)
+#: AMD architecture in a Tensile GEMM's name (``Cijk_..._ISA90a_...`` -> ``gfx90a``), for
+#: ROCm traces whose deviceProperties carry no ``gcnArchName``.
+TENSILE_ISA = re.compile(r"^Cijk_\w*?_ISA([0-9a-f]{3,4})_")
+
+#: What the matrix units are called: NVIDIA "Tensor Cores", AMD (ROCm) "Matrix Cores".
+TENSOR_CORES = "Tensor Cores"
+MATRIX_CORES = "Matrix Cores"
 #: Tensor cores exist from compute capability 7.0 (Volta) on NVIDIA GPUs.
 TENSOR_CORE_MIN_COMPUTE_MAJOR = 7
 

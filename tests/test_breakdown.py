@@ -104,6 +104,33 @@ def test_cpu_only_trace_has_only_host_categories():
     assert names == ["Step", "DataLoader", None, "CPU Exec", None, "Other", None]
 
 
+def test_cpu_trace_host_collectives_are_communication():
+    # SPEC §2.2: a gloo job waiting for its peers is Communication, not CPU Exec
+    t = build([
+        step(1, 0, 100),
+        op("aten::mm", 0, 10),
+        op("c10d::allreduce_", 10, 2),
+        user("gloo:all_reduce", 12, 80),
+        op("aten::copy_", 20, 5),               # nested in the collective: Communication
+        op("aten::add", 95, 3),
+    ])
+    a = analyze(t)
+    a.check()
+    assert a.breakdown.categories == ("Communication", "DataLoader", "CPU Exec", "Other")
+    assert a.breakdown.values[0].tolist() == [82_000, 0, 13_000, 5_000]
+    assert [it.id for it in a.items] == ["communication"]
+
+
+def test_gpu_trace_collective_ranges_stay_host_time():
+    # in a GPU trace the gloo/c10d ranges only launch the collective kernels
+    t = build([step(1, 0, 100), op("c10d::allreduce_", 10, 50, ext=1),
+               *launch("nccl:all_reduce", 20, 10, "ncclDevKernel_AllReduce", 30, 20,
+                       corr=1, ext=2)])
+    a = analyze(t)
+    v = dict(zip(a.breakdown.categories, a.breakdown.values[0].tolist()))
+    assert (v["Communication"], v["Runtime"], v["CPU Exec"]) == (20_000, 1_000, 29_000)
+
+
 def test_categories_sum_to_the_step():
     t = build([step(1, 0, 50), op("x", 0, 30), *launch("aten::mm", 5, 10, "k", 12, 60,
                                                        corr=1, ext=1)])
@@ -119,7 +146,10 @@ needs_shared = pytest.mark.skipif(not have_shared(), reason="shared traces missi
 def test_shared_cpu_only_overview_has_no_gpu_categories():
     o = shared_views("hta_cpu_only_gloo").get("overview", {})
     names = [c["name"] for c in o["steps"]["columns"] if "name" in c]
-    assert names == ["Step", "DataLoader", "CPU Exec", "Other"]
+    assert names == ["Step", "Communication", "DataLoader", "CPU Exec", "Other"]
+    shares = {c["name"]: c["extra"] for c in o["performance"][0]["children"]}
+    # two concurrent gloo:all_reduce ranges of ~170 ms (their union ~180 ms) per ~210 ms step
+    assert shares["Communication"] > 80 and shares["CPU Exec"] < 20
     assert {"title": "Device Type", "value": "CPU"} in o["environments"]
     assert o["gpu_metrics"] == {"gpus": []}
 

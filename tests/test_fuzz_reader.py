@@ -105,6 +105,8 @@ def _encode(top: dict, evs: list, as_list: bool, pretty: bool) -> bytes:
 @given(top=tops, evs=st.lists(events, max_size=25), as_list=st.booleans(), pretty=st.booleans(),
        gz=st.booleans())
 def test_random_event_lists_read_and_analyse(workdir, top, evs, as_list, pretty, gz):
+    from test_invariants import assert_invariants
+
     from stepscope.views import ViewSet, build_views
     from stepscope.web.app import json_response
 
@@ -119,6 +121,7 @@ def test_random_event_lists_read_and_analyse(workdir, top, evs, as_list, pretty,
     a.tree.check()
     a.nodes.check()
     a.accounts.check()
+    assert_invariants(views)  # percentages in [0, 100], categories sum to each step (§2.7)
     for route in ViewSet.ROUTES:
         params = {"op_name": "aten::mm"} if route == "operation/stack" else {"id": "0"}
         try:

@@ -43,12 +43,35 @@ def test_est_sm_efficiency_weights_min_blocks_over_sms():
     assert m[0]["Est. SM Efficiency"] == 37.5         # (5 + 10) / 40
 
 
+def test_est_sm_efficiency_caps_concurrent_kernels_at_all_sms():
+    # SPEC §2.3: the per-instant sum is capped at 1 before integrating
+    _, m = gpus([
+        step(1, 0, 20),
+        kernel("a", 0, 10, grid=[10, 1, 1], stream=7),   # all 10 SMs
+        kernel("b", 0, 10, grid=[10, 1, 1], stream=8),   # concurrently: still 10 SMs
+    ])
+    assert m[0]["Est. SM Efficiency"] == 50.0          # 10 / 20, not 20 / 20
+    _, m = gpus([
+        step(1, 0, 20),
+        kernel("a", 0, 10, grid=[5, 1, 1], stream=7),    # 0.5 on [0, 10)
+        kernel("b", 5, 10, grid=[8, 1, 1], stream=8),    # 0.8 on [5, 15)
+        kernel("c", 18, 4, grid=[10, 1, 1]),             # clipped at the step end: 1 x 2
+    ])
+    assert m[0]["Est. SM Efficiency"] == 67.5          # (2.5 + 5 + 4 + 2) / 20
+
+
 def test_est_sm_efficiency_omitted_without_num_sms_or_grid():
     _, m = gpus([step(1, 0, 40), kernel("a", 0, 10, grid=[5, 1, 1])],
                 props=[{"id": 0, "name": "x"}])
     assert "Est. SM Efficiency" not in m[0]
     _, m = gpus([step(1, 0, 40), kernel("a", 0, 10)])
     assert "Est. SM Efficiency" not in m[0]
+    # a kernel in the window without grid (graph-replayed on ROCm) would count as 0 SMs
+    _, m = gpus([step(1, 0, 40), kernel("a", 0, 10, grid=[5, 1, 1]), kernel("b", 10, 20)])
+    assert "Est. SM Efficiency" not in m[0]
+    # one outside the window does not matter
+    _, m = gpus([step(1, 0, 40), kernel("a", 0, 10, grid=[5, 1, 1]), kernel("b", 50, 20)])
+    assert m[0]["Est. SM Efficiency"] == 12.5
 
 
 def test_est_achieved_occupancy_is_duration_weighted():
@@ -71,14 +94,23 @@ def test_tensor_core_share_of_kernel_time():
     assert m[0]["Kernel time using Tensor Cores"] == 75.0
 
 
-def test_rocm_omits_what_it_cannot_compute():
+def test_rocm_omits_what_it_cannot_compute_and_names_matrix_cores():
     amd = {"id": 0, "name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0}
-    _, m = gpus([
+    events = [
         step(1, 0, 40),
         runtime("hipLaunchKernel", 1, 1, corr=1),
-        kernel("Cijk_Alik_Bljk_xmma_like", 2, 10, corr=1, grid=[4, 1, 1]),
-    ], props=[amd])
-    assert set(m[0]) == {"GPU Utilization"}
+        kernel("Cijk_Alik_Bljk_SB_Bias_AS_SAV_UserArgs_MT64x16x32_MI16x16x1_SN", 2, 30, corr=1),
+        runtime("hipLaunchKernel", 3, 1, corr=2),
+        kernel("triton_poi_fused_add_0", 32, 8, corr=2),
+    ]
+    o, m = gpus(events, props=[amd])
+    # no grid, no occupancy: only utilization and the MFMA share (SPEC §2.3 "matrix cores")
+    assert m[0] == {"GPU Utilization": 95.0, "Kernel time using Matrix Cores": 78.95}  # 30 / 38
+    views = build_views(build(events, device_properties=[amd]))
+    cols = [c["name"] for c in views.get("kernel/table", {})["data"]["columns"]]
+    assert cols[-1] == "Matrix Cores Used" and "Tensor Cores Used" not in cols
+    assert views.get("kernel/tc_pie", {})["total"]["rows"] == [
+        ["Using Matrix Cores", 30], ["Not Using Matrix Cores", 8]]
 
 
 def test_metric_order_and_rounding():
@@ -120,10 +152,11 @@ def test_shared_golden_utilization():
 def test_shared_rocm_trace_omits_metrics_it_cannot_compute():
     g = shared_views("hta_mi250_rocm62").get("overview", {})["gpu_metrics"]["gpus"]
     assert len(g) == 1 and g[0]["name"] == "AMD Radeon Graphics"
-    assert [m["name"] for m in g[0]["metrics"]] == ["GPU Utilization"]
+    assert [m["name"] for m in g[0]["metrics"]] == ["GPU Utilization",
+                                                    "Kernel time using Matrix Cores"]
     cols = [c["name"] for c in shared_views("hta_mi250_rocm62").get(
         "kernel/table", {})["data"]["columns"]]
-    assert "Tensor Cores Used" not in cols
+    assert "Tensor Cores Used" not in cols and "Matrix Cores Used" in cols
 
 
 @needs_shared
@@ -133,3 +166,39 @@ def test_shared_v100_trace_has_every_metric():
     assert names == ["GPU Utilization", "Est. SM Efficiency", "Est. Achieved Occupancy",
                      "Kernel time using Tensor Cores"]
     assert g[0]["compute_capability"] == "7.0"
+
+
+def test_device_only_trace_gets_an_overview():
+    # runtime calls and kernels, no host op: the whole trace is one step
+    views = build_views(build([
+        runtime("hipLaunchKernel", 0, 2, corr=1),
+        kernel("Cijk_Ailk_Bljk_BBS_MT64x64x32_MI32x32x1_SN", 5, 10, corr=1, grid=[2, 1, 1]),
+        kernel("triton_poi_fused_add_0", 15, 5, grid=[1, 1, 1]),
+    ], device_properties=[{"id": 0, "name": "AMD Instinct MI210", "numSms": 4,
+                           "computeMajor": 9, "computeMinor": 0}]))
+    assert "Overview" in views.names()
+    o = views.get("overview", {})
+    perf = {c["name"]: c["value"] for c in o["performance"][0]["children"]}
+    assert o["performance"][0]["value"] == 20 and perf["Kernel"] == 15 and perf["Runtime"] == 2
+    m = {x["name"]: x["value"] for x in o["gpu_metrics"]["gpus"][0]["metrics"]}
+    assert m == {"GPU Utilization": 75.0, "Est. SM Efficiency": 31.25,  # (5 + 1.25) / 20
+                 "Kernel time using Matrix Cores": 66.67}
+
+
+def test_rocm_architecture_from_device_properties_or_tensile_kernels():
+    amd = {"id": 0, "name": "AMD Instinct MI210", "computeMajor": 9, "computeMinor": 0}
+    events = [step(1, 0, 40), runtime("hipLaunchKernel", 1, 1, corr=1),
+              kernel("Cijk_Ailk_Bjlk_BBS_BH_MT128x64x32_MI32x32x1_SN_ISA90a_IU1_K1", 2, 10, corr=1)]
+    o, _ = gpus(events, props=[amd])
+    assert o["gpu_metrics"]["gpus"][0]["arch"] == "gfx90a"
+    o, _ = gpus(events, props=[dict(amd, gcnArchName="gfx942:sramecc+:xnack-")])
+    assert o["gpu_metrics"]["gpus"][0]["arch"] == "gfx942"
+    o, _ = gpus([step(1, 0, 40), kernel("a", 0, 10)])     # NVIDIA: no arch key
+    assert "arch" not in o["gpu_metrics"]["gpus"][0]
+
+
+@needs_shared
+def test_shared_rocm_traces_name_their_architecture():
+    for key, arch in (("hta_mi250_rocm62", "gfx90a"), ("tracelens_mi300x_compile_triton", "gfx942")):
+        g = shared_views(key).get("overview", {})["gpu_metrics"]["gpus"]
+        assert [x["arch"] for x in g] == [arch]

@@ -87,6 +87,26 @@ def test_launch_bound_quiet_when_short_kernels_take_little_time():
     assert "launch_bound" not in items
 
 
+def test_graph_replay_is_not_launch_bound():
+    # one 50 µs hipGraphLaunch runs 20 kernels of 4 µs: each costs 2.5 µs of launch, so none
+    # is shorter than its launch (SPEC §2.6; comparing each to the whole call said "100 %")
+    events = [step(1, 0, 200), op("vllm::decode", 0, 60, ext=1),
+              runtime("hipGraphLaunch", 1, 50, corr=1, ext=1)]
+    events += [kernel(f"k{i}", 60 + 5 * i, 4, corr=1, grid=[800, 1, 1], occupancy=80)
+               for i in range(20)]
+    items, _ = advice(events)
+    assert "launch_bound" not in items
+    f = build_views(build(events, device_properties=[V100])).analysis.facts
+    assert (f.kernels, f.kernels_shorter_than_launch) == (20, 0)
+    # the same kernels behind one 5 µs launch each are launch-bound
+    events = [step(1, 0, 200)]
+    for i in range(20):
+        events += launch("aten::add", 6 * i, 6, f"k{i}", 130 + 4 * i, 4, corr=i + 1,
+                         ext=i + 1, rt_dur=5, grid=[800, 1, 1], occupancy=80)
+    items, _ = advice(events)
+    assert "launch_bound" in items
+
+
 @pytest.mark.parametrize("grid,fires", [([1, 1, 1], True), ([160, 1, 1], False)])
 def test_low_sm_efficiency(grid, fires):
     events = [step(1, 0, 100), *launch("aten::add", 0, 1, "k", 0, 100, corr=1, ext=1,

@@ -118,6 +118,42 @@ def test_cpu_only_steps_are_not_retimed_or_dropped():
     assert us(s.start) == [0, 12] and us(s.end) == [10, 22] and s.dropped == 0
 
 
+def test_launch_inside_overlapping_host_steps_goes_to_the_step_containing_it():
+    # step 2 [20, 40) nests in step 1 [0, 100) (e.g. a second thread's ProfilerStep); the
+    # launch at [50, 51) lies inside step 1 only, so step 1 ends with its kernel at 120
+    s = steps_of([
+        step(1, 0, 100), step(2, 20, 20, tid=2), step(3, 100, 100),
+        *launch("aten::mm", 50, 2, "k1", 90, 30, corr=1, ext=1),
+        *launch("aten::mm", 150, 2, "k3", 160, 10, corr=3, ext=3),
+    ])
+    assert s.names == ["1", "2", "3"] and s.activities.tolist() == [1, 0, 1]
+    assert us(s.start) == [0, 120, 120] and us(s.end) == [120, 120, 200]
+
+
+def test_overlapping_host_steps_without_device_work_do_not_overlap():
+    # SPEC §2.1: each step starts no earlier than the previous one ended
+    s = steps_of([step(1, 0, 100), step(2, 50, 100), step(3, 60, 20, tid=2),
+                  op("aten::add", 1, 3)])
+    assert us(s.start) == [0, 100, 150] and us(s.end) == [100, 150, 150]
+
+
+def test_containing_step_walks_back_over_nested_steps():
+    from stepscope.analysis.steps import containing_step
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n, m = int(rng.integers(1, 8)), int(rng.integers(1, 20))
+        hs = np.sort(rng.integers(0, 100, n))
+        he = hs + rng.integers(0, 80, n)
+        cs = rng.integers(0, 150, m)
+        ce = cs + rng.integers(0, 30, m)
+        valid = rng.random(m) < 0.9
+        got = containing_step(hs, he, cs, ce, valid)
+        for i in range(m):
+            inside = [j for j in range(n) if hs[j] <= cs[i] and ce[i] <= he[j]]
+            assert got[i] == (inside[-1] if inside and valid[i] else -1)
+
+
 def test_no_profiler_step_gives_one_step_over_the_host_events():
     s = steps_of([
         user("[param|cuda]", 5, 10), op("aten::add", 20, 5),

@@ -17,13 +17,20 @@ const HELP = {
   "Max Duration (us)": "Longest call.",
   "Min Duration (us)": "Shortest call.",
   "Tensor Cores Used": "Whether the kernel runs on Tensor Cores (recognised by its name).",
+  "Matrix Cores Used": "Whether the kernel runs on the Matrix Cores, AMD's MFMA units (recognised by its name).",
 };
 
 const LABELS = {
   "Total Duration (us)": "Total", "Mean Duration (us)": "Mean", "Max Duration (us)": "Max",
   "Min Duration (us)": "Min", "Mean Blocks Per SM": "Blocks/SM",
   "Mean Est. Achieved Occupancy (%)": "Occupancy", "Tensor Cores Used": "Tensor cores",
+  "Matrix Cores Used": "Matrix cores",
 };
+
+/** "Matrix Core" on ROCm traces (the server names the pie's rows "Using Matrix Cores"), else "Tensor Core". */
+export function coreName(rows) {
+  return (rows ?? []).some((r) => /matrix cores/i.test(String(r?.[0]))) ? "Matrix Core" : "Tensor Core";
+}
 
 /** Table columns from the chart-table columns of kernel/table (short labels, full name on hover). */
 export function kernelColumns(columns) {
@@ -41,10 +48,12 @@ export function kernelColumns(columns) {
   });
 }
 
-function pieCard(title, id, promise, empty, options) {
+function pieCard(title, id, promise, empty, options, retitle) {
   const box = el("div", { className: "chart pie-chart", id });
+  const section = card(title, box);
   promise.then((body) => {
     const rows = body?.total?.rows ?? [];
+    if (retitle) section.querySelector("h2").textContent = retitle(rows);
     if (!rows.some((r) => Number(r[1]) > 0)) {
       box.classList.remove("chart");
       setChildren(box, emptyState(...empty));
@@ -52,7 +61,7 @@ function pieCard(title, id, promise, empty, options) {
     }
     return drawPie(box, rows, options);
   }).catch((err) => { box.classList.remove("chart"); setChildren(box, errorPanel(err)); });
-  return card(title, box);
+  return section;
 }
 
 function groupSelect(ctx, groupBy) {
@@ -90,6 +99,7 @@ export async function render(root, ctx) {
       ["No kernel time", "No kernel ran for a measurable time."]),
     pieCard("Tensor Core usage", "tc-pie", tcPie,
       ["No Tensor Core data", "Tensor Core usage is unknown for this trace."],
-      { colorOf: (name) => (/^using/i.test(name) ? "#59a14f" : "#bab0ac") }));
+      { colorOf: (name) => (/^using/i.test(name) ? "#59a14f" : "#bab0ac") },
+      (rows) => `${coreName(rows)} usage`));
   setChildren(root, el("div", { className: "stack-layout" }, tableCard, pies));
 }

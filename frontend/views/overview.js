@@ -40,6 +40,13 @@ export function stepSeries(table) {
   return { steps: rows.map((r) => String(r[0])), categories };
 }
 
+/** "gfx90a" on ROCm (its compute major/minor is no CUDA compute capability), else
+ * "compute capability 8.0"; "" when unknown. */
+export function gpuArch(g) {
+  if (g?.arch) return String(g.arch);
+  return g?.compute_capability ? `compute capability ${g.compute_capability}` : "";
+}
+
 function gpuCards(overview) {
   const gpus = overview.gpu_metrics?.gpus ?? [];
   const envs = overview.environments ?? [];
@@ -56,7 +63,7 @@ function gpuCards(overview) {
     el("div", { className: "gpu-head" },
       el("strong", {}, `GPU ${g.id}`), g.name ? ` · ${g.name}` : "",
       g.memory_bytes ? el("span", { className: "muted" }, ` · ${formatBytes(g.memory_bytes)}`) : null,
-      g.compute_capability ? el("span", { className: "muted" }, ` · compute capability ${g.compute_capability}`) : null),
+      gpuArch(g) ? el("span", { className: "muted" }, ` · ${gpuArch(g)}`) : null),
     el("div", { className: "metric-grid" },
       (g.metrics ?? []).map((m) => metricCard(m.name, formatValue(m.value, m.unit), m.definition))))));
 }

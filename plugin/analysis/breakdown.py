@@ -7,6 +7,10 @@ gets the rest. All sums are integer ns.
 
 Example: kernel ``[0, 4)``, runtime ``[2, 6)``, step ``[0, 10)`` -> Kernel 4, Runtime 2,
 Other 4.
+
+In a CPU trace (no runtime or device event) host collectives (``gloo:all_reduce``,
+``c10d::allreduce_``, ...) and everything nested in them are Communication: the time a gloo
+job waits for its peers. In GPU traces those ranges only launch the collective kernels.
 """
 
 from __future__ import annotations
@@ -16,7 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import Trace
-from ..taxonomy import BREAKDOWN_ORDER, DATALOADER_NAME, GPU_BREAKDOWN_CATEGORIES, Kind
+from ..taxonomy import (
+    BREAKDOWN_ORDER,
+    COLLECTIVE_OP_NAME,
+    DATALOADER_NAME,
+    GPU_BREAKDOWN_CATEGORIES,
+    Kind,
+)
 from .intervals import covered, union
 from .steps import Steps
 
@@ -41,17 +51,21 @@ def name_mask(trace: Trace, pattern) -> np.ndarray:
     return hit[trace.name] if len(trace.strings) else np.zeros(len(trace), dtype=bool)
 
 
-def category_masks(trace: Trace, comm_kernel: np.ndarray) -> dict[str, np.ndarray]:
-    """Row mask of the events of each category (before priority)."""
+def category_masks(trace: Trace, comm_kernel: np.ndarray, gpu: bool = True) -> dict[str, np.ndarray]:
+    """Row mask of the events of each category (before priority). Communication: the
+    communication kernels, or in a CPU trace (``gpu`` false) the host collectives (their
+    intervals cover everything nested in them)."""
     kind = trace.kind
     kernel = kind == Kind.KERNEL
     host = np.isin(kind, np.array([Kind.HOST_OP, Kind.USER_RANGE, Kind.PYTHON], np.uint8))
+    op_or_range = (kind == Kind.HOST_OP) | (kind == Kind.USER_RANGE)
     loader = host & name_mask(trace, DATALOADER_NAME) & (kind != Kind.PYTHON)
+    comm = kernel & comm_kernel if gpu else op_or_range & name_mask(trace, COLLECTIVE_OP_NAME)
     return {
         "Kernel": kernel & ~comm_kernel,
         "Memcpy": kind == Kind.MEMCPY,
         "Memset": kind == Kind.MEMSET,
-        "Communication": kernel & comm_kernel,
+        "Communication": comm,
         "Runtime": kind == Kind.RUNTIME,
         "DataLoader": loader,
         "CPU Exec": host & ~loader,
@@ -60,9 +74,12 @@ def category_masks(trace: Trace, comm_kernel: np.ndarray) -> dict[str, np.ndarra
 
 def step_breakdown(trace: Trace, steps: Steps, comm_kernel: np.ndarray,
                    gpu: bool = True) -> Breakdown:
-    """Charge each step's time to categories by priority (GPU categories only if ``gpu``)."""
-    masks = category_masks(trace, comm_kernel)
-    cats = tuple(c for c in BREAKDOWN_ORDER if gpu or c not in GPU_BREAKDOWN_CATEGORIES)
+    """Charge each step's time to categories by priority (GPU categories only if ``gpu``; a
+    CPU trace shows Communication when it has host collectives)."""
+    masks = category_masks(trace, comm_kernel, gpu)
+    cpu_comm = not gpu and bool(masks["Communication"].any())
+    cats = tuple(c for c in BREAKDOWN_ORDER if gpu or c not in GPU_BREAKDOWN_CATEGORIES
+                 or (c == "Communication" and cpu_comm))
     lo, hi = steps.start, steps.end
     totals = (hi - lo).astype(np.int64)
     values = np.zeros((len(lo), len(cats)), dtype=np.int64)

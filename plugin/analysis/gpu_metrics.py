@@ -1,12 +1,14 @@
 """GPU summary (SPEC §2.3): per GPU over ``[first step start, last step end)``.
 
 - GPU Utilization = |union of the GPU's kernel intervals in the window| / window
-- Est. SM Efficiency = sum(min(blocks / numSms, 1) x in-window duration) / window
+- Est. SM Efficiency = integral over the window of ``min(1, sum over running kernels of
+  min(blocks / numSms, 1))`` / window (concurrent kernels never push it above 100 %)
 - Est. Achieved Occupancy = in-window-duration-weighted mean of ``est. achieved occupancy %``
 - Kernel time using Tensor Cores = in-window time of tensor-core kernels / kernel time
+  (on ROCm "Kernel time using Matrix Cores": MFMA kernels)
 
-A metric that cannot be computed (no grid, no numSms, no occupancy args, an AMD GPU for
-tensor cores) is left out, never shown as 0.
+A metric that cannot be computed (a kernel in the window without grid, no numSms, no occupancy args, an NVIDIA GPU older
+than Volta for tensor cores) is left out, never shown as 0.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ from typing import Optional
 import numpy as np
 
 from ..model import Trace
-from ..taxonomy import AMD_DEVICE_NAME, ROCM_RUNTIME_NAME, TENSOR_CORE_MIN_COMPUTE_MAJOR, Kind
+from ..taxonomy import (
+    AMD_DEVICE_NAME,
+    MATRIX_CORES,
+    ROCM_RUNTIME_NAME,
+    TENSILE_ISA,
+    TENSOR_CORE_MIN_COMPUTE_MAJOR,
+    TENSOR_CORES,
+    Kind,
+)
 from .breakdown import name_mask
 from .intervals import clipped_durations, covered, union
 
@@ -25,12 +35,20 @@ DEFINITIONS = {
     "GPU Utilization": "Share of the steps' time in which at least one kernel ran on this "
                        "GPU.",
     "Est. SM Efficiency": "Estimated share of streaming multiprocessors busy over the steps' "
-                          "time: each kernel counts min(blocks / SMs, 1) x its duration.",
+                          "time: at each instant the running kernels' min(blocks / SMs, 1) "
+                          "summed, capped at 1 (concurrent kernels never exceed 100 %).",
     "Est. Achieved Occupancy": "Duration-weighted mean of the kernels' estimated achieved "
                                "occupancy (active warps / maximum warps per SM).",
     "Kernel time using Tensor Cores": "Share of kernel time spent in kernels that use Tensor "
                                       "Cores.",
+    "Kernel time using Matrix Cores": "Share of kernel time spent in kernels that use the "
+                                      "Matrix Cores (MFMA instructions).",
 }
+
+
+def core_label(rocm: bool) -> str:
+    """``"Matrix Cores"`` on ROCm (AMD's name for its MFMA units), else ``"Tensor Cores"``."""
+    return MATRIX_CORES if rocm else TENSOR_CORES
 
 
 @dataclass
@@ -41,12 +59,17 @@ class GpuSummary:
     compute_capability: Optional[str]
     #: metric name -> percent (unrounded); only the metrics that could be computed
     metrics: dict[str, float] = field(default_factory=dict)
+    #: AMD architecture (``gfx90a``) on ROCm when known; the key is left out otherwise
+    arch: Optional[str] = None
 
     def to_json(self) -> dict:
-        return {"id": self.id, "name": self.name, "memory_bytes": self.memory_bytes,
-                "compute_capability": self.compute_capability,
-                "metrics": [{"name": k, "value": round(v, 2), "unit": "%",
-                             "definition": DEFINITIONS[k]} for k, v in self.metrics.items()]}
+        out = {"id": self.id, "name": self.name, "memory_bytes": self.memory_bytes,
+               "compute_capability": self.compute_capability,
+               "metrics": [{"name": k, "value": round(v, 2), "unit": "%",
+                            "definition": DEFINITIONS[k]} for k, v in self.metrics.items()]}
+        if self.arch:
+            out["arch"] = self.arch
+        return out
 
 
 def is_rocm(trace: Trace) -> bool:
@@ -69,6 +92,37 @@ def device_props(trace: Trace, device: int) -> dict:
     return props[0] if props and len(names) == 1 else {}
 
 
+def capped_load_integral(start: np.ndarray, end: np.ndarray, load: np.ndarray) -> float:
+    """Integral over time (ns) of ``min(1, sum of load over intervals active at t)``.
+
+    A sweep over the start (+load) and end (-load) events: sort, cumulative sum, and weigh
+    each gap between consecutive events by the capped level. Example: loads 0.5 on
+    ``[0, 10)`` and 0.8 on ``[5, 15)`` give 0.5 x 5 + 1 x 5 + 0.8 x 5 = 11.5.
+    """
+    keep = end > start
+    t = np.concatenate((start[keep], end[keep]))
+    if not len(t):
+        return 0.0
+    delta = np.concatenate((load[keep], -load[keep]))
+    order = np.argsort(t, kind="stable")
+    t = t[order]
+    level = np.cumsum(delta[order])[:-1]
+    return float((np.clip(level, 0.0, 1.0) * np.diff(t)).sum())
+
+
+def amd_arch(trace: Trace, props: dict, kernel_rows: np.ndarray) -> Optional[str]:
+    """``gfx90a``-style architecture of an AMD GPU: deviceProperties' ``gcnArchName``
+    (features after ``:`` dropped), else the ISA tag of its Tensile GEMM kernels."""
+    gcn = props.get("gcnArchName")
+    if isinstance(gcn, str) and gcn.strip():
+        return gcn.split(":")[0].strip()
+    for sid in np.unique(trace.name[kernel_rows]).tolist():
+        m = TENSILE_ISA.search(trace.strings[sid])
+        if m:
+            return f"gfx{m.group(1)}"
+    return None
+
+
 def gpu_summaries(trace: Trace, window: tuple[int, int], tc_kernel: np.ndarray) -> list[GpuSummary]:
     """One summary per GPU id seen on kernels, in id order."""
     kernels = np.flatnonzero(trace.kind == Kind.KERNEL)
@@ -86,7 +140,8 @@ def gpu_summaries(trace: Trace, window: tuple[int, int], tc_kernel: np.ndarray) 
         mem = props.get("totalGlobalMem")
         summary = GpuSummary(id=int(dev), name=props.get("name"),
                              memory_bytes=mem if isinstance(mem, int) else None,
-                             compute_capability=cc)
+                             compute_capability=cc,
+                             arch=amd_arch(trace, props, rows) if rocm else None)
         out.append(summary)
         if length <= 0:
             continue
@@ -99,15 +154,19 @@ def gpu_summaries(trace: Trace, window: tuple[int, int], tc_kernel: np.ndarray) 
         d = clipped_durations(s, e, lo, hi)
         blocks = trace.blocks[rows]
         sms = props.get("numSms")
-        if isinstance(sms, int) and sms > 0 and (blocks >= 0).any():
-            known = blocks >= 0
-            eff = np.minimum(blocks[known] / sms, 1.0) * d[known]
-            m["Est. SM Efficiency"] = 100 * float(eff.sum()) / length
+        known = blocks >= 0
+        # every kernel running in the window needs its grid: a kernel without one (a HIP
+        # graph replay's kernels) would count as 0 SMs busy and fake a low efficiency
+        if isinstance(sms, int) and sms > 0 and known.any() and known[d > 0].all():
+            busy_sms = capped_load_integral(np.clip(s[known], lo, hi), np.clip(e[known], lo, hi),
+                                            np.minimum(blocks[known] / sms, 1.0))
+            m["Est. SM Efficiency"] = 100 * busy_sms / length
         occ = trace.occupancy[rows]
         known = ~np.isnan(occ) & (d > 0)
         if known.any():
             m["Est. Achieved Occupancy"] = float((occ[known] * d[known]).sum() / d[known].sum())
-        no_tc = rocm or (isinstance(major, int) and major < TENSOR_CORE_MIN_COMPUTE_MAJOR)
+        no_tc = not rocm and isinstance(major, int) and major < TENSOR_CORE_MIN_COMPUTE_MAJOR
         if not no_tc and d.sum() > 0:
-            m["Kernel time using Tensor Cores"] = 100 * int(d[tc_kernel[rows]].sum()) / int(d.sum())
+            m[f"Kernel time using {core_label(rocm)}"] = \
+                100 * int(d[tc_kernel[rows]].sum()) / int(d.sum())
     return out

@@ -46,8 +46,9 @@ def _weighted_mean(inv: np.ndarray, g: int, values: np.ndarray, weights: np.ndar
 
 
 def kernel_table(trace: Trace, links: Links, tc_kernel: np.ndarray, *, by_op: bool,
-                 show_tc: bool) -> dict:
-    """``{"columns", "rows"}`` of the kernel table, sorted by total duration descending."""
+                 show_tc: bool, cores: str = "Tensor Cores") -> dict:
+    """``{"columns", "rows"}`` of the kernel table, sorted by total duration descending;
+    ``cores`` names the matrix units in the ``<cores> Used`` column ("Matrix Cores" on ROCm)."""
     rows = np.flatnonzero(trace.kind == Kind.KERNEL)
     dur = trace.dur[rows]
     name = trace.name[rows].astype(np.int64)
@@ -68,7 +69,7 @@ def kernel_table(trace: Trace, links: Links, tc_kernel: np.ndarray, *, by_op: bo
     if show_occ:
         columns.append(_num("Mean Est. Achieved Occupancy (%)"))
     if show_tc:
-        columns.append(_str("Tensor Cores Used"))
+        columns.append(_str(f"{cores} Used"))
     if not len(rows):
         return {"columns": columns, "rows": []}
 
@@ -113,11 +114,11 @@ def kernel_pie(trace: Trace) -> dict:
     return {"total": {"columns": [_str("name"), _num("value")], "rows": items}}
 
 
-def tensor_core_pie(trace: Trace, tc_kernel: np.ndarray) -> dict:
-    """Kernel time in tensor-core kernels vs the rest (µs)."""
+def tensor_core_pie(trace: Trace, tc_kernel: np.ndarray, cores: str = "Tensor Cores") -> dict:
+    """Kernel time in tensor-core kernels vs the rest (µs); ``cores`` as in :func:`kernel_table`."""
     k = trace.kind == Kind.KERNEL
     tc = int(trace.dur[k & tc_kernel].sum())
     rest = int(trace.dur[k & ~tc_kernel].sum())
     return {"total": {"columns": [_str("name"), _num("value")],
-                      "rows": [["Using Tensor Cores", us_list(np.array([tc]))[0]],
-                               ["Not Using Tensor Cores", us_list(np.array([rest]))[0]]]}}
+                      "rows": [[f"Using {cores}", us_list(np.array([tc]))[0]],
+                               [f"Not Using {cores}", us_list(np.array([rest]))[0]]]}}

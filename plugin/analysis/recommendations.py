@@ -94,6 +94,20 @@ class Facts:
     memory_peaks: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
+def shorter_than_launch(trace: Trace, links: Links, kernels: np.ndarray) -> np.ndarray:
+    """Per kernel row: it ran shorter than its share of the launching call, the call's
+    duration divided by the kernels it launched (a graph replay, one ``cudaGraphLaunch`` /
+    ``hipGraphLaunch`` running many kernels, costs each kernel only a slice of the call).
+    Kernels with no launching call in the trace are never short."""
+    rt = links.launcher[kernels]
+    linked = rt >= 0
+    per_call = np.zeros(len(kernels), dtype=np.int64)
+    calls, inv, count = np.unique(rt[linked], return_inverse=True, return_counts=True)
+    per_call[linked] = count[inv.reshape(-1)]
+    launch_ns = trace.dur[np.maximum(rt, 0)]
+    return linked & (trace.dur[kernels] * np.maximum(per_call, 1) < launch_ns)
+
+
 def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarray, *,
                  shares: dict[str, float], gpus: list[GpuSummary]) -> Facts:
     """Measure everything the rules need (vectorised)."""
@@ -103,9 +117,7 @@ def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarr
     kdur = trace.dur[kernels]
     ktotal = int(kdur.sum())
     if len(kernels):
-        rt = links.launcher[kernels]
-        linked = rt >= 0
-        short = linked & (kdur < trace.dur[np.maximum(rt, 0)])
+        short = shorter_than_launch(trace, links, kernels)
         f.kernels = len(kernels)
         f.kernels_shorter_than_launch = int(short.sum())
         f.short_kernel_time_share = 100 * int(kdur[short].sum()) / ktotal if ktotal else 0.0

@@ -87,6 +87,31 @@ def host_steps(trace: Trace) -> tuple[list[str], np.ndarray, np.ndarray, bool]:
     return ["0"], np.array([start], dtype=np.int64), np.array([end], dtype=np.int64), True
 
 
+def containing_step(hs: np.ndarray, he: np.ndarray, start: np.ndarray, end: np.ndarray,
+                    valid: np.ndarray) -> np.ndarray:
+    """Per call ``[start, end)``: index of the latest-starting host step ``[hs, he)`` (sorted
+    by start) that contains it entirely, -1 if none (or not ``valid``).
+
+    Vectorised for the usual case (the latest step starting before the call contains it);
+    only calls that step misses (host steps that overlap or nest) walk back over the
+    earlier steps. Example: steps ``[0, 100) [10, 30)``, call ``[50, 51)`` -> 0.
+    """
+    k = np.searchsorted(hs, start, side="right") - 1
+    k_c = np.maximum(k, 0)
+    out = np.where(valid & (k >= 0) & (end <= he[k_c]), k_c, -1)
+    todo = np.flatnonzero(valid & (k >= 1) & (out < 0))
+    # an earlier step can only contain the call if its end reaches past the call's end
+    reach = np.maximum.accumulate(he)
+    for j in range(int(k[todo].max()) - 1 if len(todo) else -1, -1, -1):
+        todo = todo[reach[j] >= end[todo]]   # reach only shrinks as j goes down
+        if not len(todo):
+            break
+        hit = todo[(k[todo] > j) & (hs[j] <= start[todo]) & (end[todo] <= he[j])]
+        out[hit] = j
+        todo = todo[out[todo] < 0]
+    return out
+
+
 def find_steps(trace: Trace, links: Links) -> Steps:
     """Host steps, re-timed to the device work they launched, trailing steps dropped."""
     names, hs, he, synthetic = host_steps(trace)
@@ -100,14 +125,10 @@ def find_steps(trace: Trace, links: Links) -> Steps:
     act_start = trace.start[acts]
     act_end = act_start + trace.dur[acts]
     rt = links.launcher[acts]
-    has_rt = rt >= 0
     rt_c = np.maximum(rt, 0)
     rt_start = trace.start[rt_c]
-    rt_end = rt_start + trace.dur[rt_c]
-    k = np.searchsorted(hs, rt_start, side="right") - 1
-    k_c = np.maximum(k, 0)
-    inside = has_rt & (k >= 0) & (rt_end <= he[k_c])
-    step_of = np.where(inside, k_c, -1)
+    step_of = containing_step(hs, he, rt_start, rt_start + trace.dur[rt_c], rt >= 0)
+    inside = step_of >= 0
 
     counts = np.bincount(step_of[inside], minlength=n).astype(np.int64)
     dev_start = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
@@ -118,18 +139,20 @@ def find_steps(trace: Trace, links: Links) -> Steps:
 
     start = hs.copy()
     end = he.copy()
+    prev_end = int(hs[0])
     if launched.any():
         # seed: device work queued before the first step (not launched from inside a step)
         first_dev = int(dev_start[np.argmax(launched)])
         outside = ~inside & (act_end <= first_dev)
-        prev_end = int(hs[0])
         if outside.any():
             prev_end = max(prev_end, int(act_end[outside].max()))
-        for i in range(n):  # one pass over steps (few), the per-event work is above
-            s = max(prev_end, int(hs[i]))
-            e = max(int(he[i]), int(dev_end[i])) if launched[i] else max(int(he[i]), s)
-            start[i], end[i] = s, e
-            prev_end = e
+    # one pass over steps (few), the per-event work is above; without device work this only
+    # moves the start of a step whose host range overlaps the previous one (never overlap)
+    for i in range(n):
+        s = max(prev_end, int(hs[i]))
+        e = max(int(he[i]), int(dev_end[i]), s) if launched[i] else max(int(he[i]), s)
+        start[i], end[i] = s, e
+        prev_end = e
 
     notes: list[Note] = []
     keep = n

@@ -457,6 +457,11 @@ def _kernel_columns(args: list, kind: np.ndarray, bad: Counter) -> dict:
 
         bps[rows] = float_column([a.blocks_per_sm if a is not None else None for a in sub])
         occ[rows] = float_column([a.occupancy if a is not None else None for a in sub])
+        # a percentage outside [0, 100] is not an occupancy (SPEC §2.7): unknown, counted
+        out_of_range = (occ < 0) | (occ > 100)
+        if out_of_range.any():
+            bad["est. achieved occupancy %"] += int(out_of_range.sum())
+            occ[out_of_range] = np.nan
     return {"blocks": blocks, "threads_per_block": tpb, "blocks_per_sm": bps, "occupancy": occ}
 
 

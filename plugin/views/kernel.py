@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ..analysis import Analysis
+from ..analysis.gpu_metrics import core_label
 from ..analysis.kernels import GROUP_BY, kernel_pie, kernel_table, tensor_core_pie
 from .registry import Param, Route, View
 
@@ -12,14 +13,14 @@ GROUP_BY_PARAM = Param("group_by", GROUP_BY, "rows per kernel name, or per name 
 
 def kernel_payloads(a: Analysis) -> dict:
     """``{"kernel/table": {group_by: payload}, "kernel": pie, "kernel/tc_pie": pie}``."""
-    show_tc = a.has_kernels and not a.rocm
+    cores = core_label(a.rocm)    # "Matrix Cores" (MFMA) on ROCm
     return {
         "kernel/table": {g: {"data": kernel_table(a.trace, a.links, a.tc_kernel,
                                                    by_op=(g == "KernelNameAndOpName"),
-                                                   show_tc=show_tc)}
+                                                   show_tc=a.has_kernels, cores=cores)}
                          for g in GROUP_BY},
         "kernel": kernel_pie(a.trace),
-        "kernel/tc_pie": tensor_core_pie(a.trace, a.tc_kernel),
+        "kernel/tc_pie": tensor_core_pie(a.trace, a.tc_kernel, cores),
     }
 
 

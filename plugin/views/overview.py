@@ -86,6 +86,7 @@ def overview_payload(a: Analysis) -> dict:
 VIEW = View(
     name="Overview", frontend="overview",
     build=overview_payload,
-    has_data=lambda a: a.has_host,
+    # a device-only trace (kernels, no host events) still has GPU metrics and a breakdown
+    has_data=lambda a: a.has_host or a.gpu,
     routes=(Route("overview", lambda v, p: v.payload("Overview")),),
 )
