@@ -20,8 +20,8 @@ from tracebuild import (
 
 from stepscope.analysis import analyze
 from stepscope.analysis.intervals import covered, union
-from stepscope.analysis.units import div_round, pct, us
 from stepscope.taxonomy import Kind
+from stepscope.units import div_round, pct, us
 from stepscope.views import build_views
 
 

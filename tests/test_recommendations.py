@@ -19,8 +19,9 @@ from tracebuild import (
     step,
 )
 
-from stepscope.analysis.recommendations import RULES, Facts, Item, recommend, to_html
+from stepscope.analysis.recommendations import RULES, Facts, Item, recommend
 from stepscope.views import build_views
+from stepscope.views.overview import to_html
 
 V100 = {"id": 0, "name": "Tesla V100", "totalGlobalMem": 1000, "computeMajor": 7,
         "computeMinor": 0, "numSms": 80}

@@ -16,6 +16,7 @@ from ..taxonomy import (
     TENSOR_CORE_KERNEL,
     Kind,
 )
+from ..units import pct
 from .breakdown import Breakdown, name_mask, step_breakdown
 from .gpu_metrics import GpuSummary, gpu_summaries, is_rocm
 from .links import Links, attach_by_time, link
@@ -23,7 +24,6 @@ from .operators import DeviceAccounts, OpNodes, call_stacks, device_accounts, op
 from .recommendations import Facts, Item, gather_facts, recommend
 from .steps import Steps, find_steps
 from .tree import HostTree, any_ancestor_or_self, build_tree
-from .units import pct
 
 
 @dataclass

@@ -62,14 +62,6 @@ class GpuSummary:
     #: AMD architecture (``gfx90a``) on ROCm when known; the key is left out otherwise
     arch: Optional[str] = None
 
-    def to_json(self) -> dict:
-        out = {"id": self.id, "name": self.name, "memory_bytes": self.memory_bytes,
-               "compute_capability": self.compute_capability,
-               "metrics": [{"name": k, "value": round(v, 2), "unit": "%",
-                            "definition": DEFINITIONS[k]} for k, v in self.metrics.items()]}
-        if self.arch:
-            out["arch"] = self.arch
-        return out
 
 
 def is_rocm(trace: Trace) -> bool:

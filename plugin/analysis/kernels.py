@@ -1,7 +1,7 @@
-"""Kernel statistics (SPEC §2.5): table per kernel name (or name + launching op) and pies.
+"""Kernel grouping (SPEC §2.5): which kernels the kernel view aggregates, in ns.
 
-Every kernel of the trace counts, inside the kept steps or not. Durations are summed in ns
-and rounded to µs once; the mean is ``total / calls`` rounded half to even.
+Every kernel of the trace counts, inside the kept steps or not. The view
+(:mod:`stepscope.views.kernel`) sums durations in ns and rounds to µs once.
 """
 
 from __future__ import annotations
@@ -11,114 +11,17 @@ import numpy as np
 from ..model import Trace
 from ..taxonomy import Kind
 from .links import Links
-from .operators import group_ids
-from .units import div_round, us_list
 
 GROUP_BY = ("Kernel", "KernelNameAndOpName")
 NO_OP = "N/A"
 
 
-def _num(name: str) -> dict:
-    return {"type": "number", "name": name}
+def kernel_rows(trace: Trace) -> np.ndarray:
+    """Rows of the trace's kernels (device activities of kind KERNEL), in file order."""
+    return np.flatnonzero(trace.kind == Kind.KERNEL)
 
 
-def _str(name: str) -> dict:
-    return {"type": "string", "name": name}
-
-
-def _weighted_mean(inv: np.ndarray, g: int, values: np.ndarray, weights: np.ndarray) -> list:
-    """Per group, the ``weights``-weighted mean of the known (non-nan) ``values``; None if
-    the group has none (plain mean when all weights are 0)."""
-    known = ~np.isnan(values)
-    v = np.where(known, values, 0.0)
-    w = np.where(known, weights.astype(np.float64), 0.0)
-    sw = np.bincount(inv, weights=w, minlength=g)
-    swv = np.bincount(inv, weights=w * v, minlength=g)
-    cnt = np.bincount(inv, weights=known, minlength=g)
-    sv = np.bincount(inv, weights=v, minlength=g)
-    out = []
-    for a, b, c, d in zip(sw.tolist(), swv.tolist(), cnt.tolist(), sv.tolist()):
-        if not c:
-            out.append(None)
-        else:
-            out.append(round(b / a, 2) if a > 0 else round(d / c, 2))
-    return out
-
-
-def kernel_table(trace: Trace, links: Links, tc_kernel: np.ndarray, *, by_op: bool,
-                 show_tc: bool, cores: str = "Tensor Cores") -> dict:
-    """``{"columns", "rows"}`` of the kernel table, sorted by total duration descending;
-    ``cores`` names the matrix units in the ``<cores> Used`` column ("Matrix Cores" on ROCm)."""
-    rows = np.flatnonzero(trace.kind == Kind.KERNEL)
-    dur = trace.dur[rows]
-    name = trace.name[rows].astype(np.int64)
-    if by_op:
-        op = links.launching_op(rows)
-        op_name = np.where(op >= 0, trace.name[np.maximum(op, 0)], -1).astype(np.int64)
-    else:
-        op_name = np.zeros(len(rows), dtype=np.int64)
-    bps, occ = trace.blocks_per_sm[rows], trace.occupancy[rows]
-    show_bps = bool((~np.isnan(bps)).any())
-    show_occ = bool((~np.isnan(occ)).any())
-
-    columns = [_str("Name")] + ([_str("Operator")] if by_op else []) + [
-        _num("Calls"), _num("Total Duration (us)"), _num("Mean Duration (us)"),
-        _num("Max Duration (us)"), _num("Min Duration (us)")]
-    if show_bps:
-        columns.append(_num("Mean Blocks Per SM"))
-    if show_occ:
-        columns.append(_num("Mean Est. Achieved Occupancy (%)"))
-    if show_tc:
-        columns.append(_str(f"{cores} Used"))
-    if not len(rows):
-        return {"columns": columns, "rows": []}
-
-    first, inv = group_ids(name, op_name)
-    g = len(first)
-    calls = np.bincount(inv, minlength=g).astype(np.int64)
-    total = np.rint(np.bincount(inv, weights=dur, minlength=g)).astype(np.int64)
-    mx = np.zeros(g, dtype=np.int64)
-    mn = np.full(g, np.iinfo(np.int64).max, dtype=np.int64)
-    np.maximum.at(mx, inv, dur)
-    np.minimum.at(mn, inv, dur)
-    mean = div_round(total, calls * 1000)
-    cols = [calls.tolist(), us_list(total), mean.tolist(), us_list(mx), us_list(mn)]
-    if show_bps:
-        cols.append(_weighted_mean(inv, g, bps, dur))
-    if show_occ:
-        cols.append(_weighted_mean(inv, g, occ, dur))
-    if show_tc:
-        tc = np.bincount(inv, weights=tc_kernel[rows], minlength=g) > 0
-        cols.append(["Yes" if t else "No" for t in tc.tolist()])
-    strings = trace.strings
-    out = []
-    for j, f in enumerate(first.tolist()):
-        row = [strings[name[f]]]
-        if by_op:
-            row.append(strings[op_name[f]] if op_name[f] >= 0 else NO_OP)
-        row.extend(c[j] for c in cols)
-        out.append(row)
-    out.sort(key=lambda r: (-r[3 if by_op else 2], r[0], r[1] if by_op else ""))
-    return {"columns": columns, "rows": out}
-
-
-def kernel_pie(trace: Trace) -> dict:
-    """Total duration (µs) per kernel name, every kernel, descending."""
-    rows = np.flatnonzero(trace.kind == Kind.KERNEL)
-    items: list = []
-    if len(rows):
-        uniq, inv = np.unique(trace.name[rows], return_inverse=True)
-        total = np.rint(np.bincount(inv.reshape(-1), weights=trace.dur[rows])).astype(np.int64)
-        items = [[trace.strings[int(u)], t] for u, t in zip(uniq.tolist(), us_list(total))]
-        items.sort(key=lambda r: (-r[1], r[0]))
-    return {"total": {"columns": [_str("name"), _num("value")], "rows": items}}
-
-
-def tensor_core_pie(trace: Trace, tc_kernel: np.ndarray, cores: str = "Tensor Cores") -> dict:
-    """Kernel time in tensor-core kernels vs the rest (µs); ``cores`` as in :func:`kernel_table`."""
-    k = trace.kind == Kind.KERNEL
-    tc = int(trace.dur[k & tc_kernel].sum())
-    rest = int(trace.dur[k & ~tc_kernel].sum())
-    return {"total": {"columns": [_str("name"), _num("value")],
-                      "rows": [[f"Using {cores}", us_list(np.array([tc]))[0]],
-                               [f"Not Using {cores}", us_list(np.array([rest]))[0]]]}}
+def launching_op_names(trace: Trace, links: Links, rows: np.ndarray) -> np.ndarray:
+    """Per kernel row, the interned name of its launching operator, -1 when none."""
+    op = links.launching_op(rows)
+    return np.where(op >= 0, trace.name[np.maximum(op, 0)], -1).astype(np.int64)

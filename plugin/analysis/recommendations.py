@@ -1,7 +1,7 @@
 """Plain-language recommendations with their evidence (SPEC §2.6).
 
 :func:`gather_facts` measures what the rules need; each rule is a small pure function
-``Facts -> Item | None``; :func:`to_html` renders items for the legacy HTML field with
+``Facts -> Item | None``; :func:`stepscope.views.overview.to_html` renders items for the legacy HTML field with
 every trace-derived name escaped.
 
 Example: a DataLoader share of 21.0 % gives the item ``{"id": "dataloader", "text": "This run
@@ -10,7 +10,6 @@ has high time cost on input data loading. 21.0% of the step time is in DataLoade
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -67,13 +66,9 @@ DOCS = {
 @dataclass
 class Item:
     id: str
-    text: str       # plain text; names from the trace are raw here, escaped in to_html
+    text: str       # plain text; names from the trace are raw here, escaped by the overview view
     evidence: str
     doc_url: str
-
-    def to_json(self) -> dict:
-        return {"id": self.id, "text": self.text, "evidence": self.evidence,
-                "doc_url": self.doc_url}
 
 
 @dataclass
@@ -276,15 +271,3 @@ RULES: tuple[Callable[[Facts], Optional[Item]], ...] = (
 def recommend(facts: Facts) -> list[Item]:
     """Every rule that fires, in rule order."""
     return [item for item in (rule(facts) for rule in RULES) if item is not None]
-
-
-def to_html(items: list[Item]) -> str:
-    """Legacy HTML list: escaped text plus a doc link per item (``N/A`` when none)."""
-    if not items:
-        return "<ul><li>N/A</li></ul>"
-    lis = []
-    for it in items:
-        url, title = DOCS[it.id]
-        lis.append(f"<li>{html.escape(it.text)} Reference: <a href =\"{html.escape(url)}\" "
-                   f"target=\"_blank\">{html.escape(title)}</a></li>")
-    return "<ul>" + "".join(lis) + "</ul>"

@@ -3,9 +3,13 @@ summary, recommendations and data-quality notes."""
 
 from __future__ import annotations
 
+import dataclasses
+import html
+
 from ..analysis import Analysis
-from ..analysis.recommendations import to_html
-from ..analysis.units import div_round, pct, us
+from ..analysis.gpu_metrics import DEFINITIONS, GpuSummary
+from ..analysis.recommendations import DOCS, Item
+from ..units import div_round, pct, us
 from .registry import Route, View
 
 _TOOLTIP = ('<div class="visualization-tooltip" style="white-space: nowrap;">'
@@ -67,6 +71,29 @@ def notes(a: Analysis) -> list[dict]:
     return [n.to_json() for n in (*a.trace.notes, *a.notes)]
 
 
+def gpu_json(g: GpuSummary) -> dict:
+    """A GPU of ``gpu_metrics.gpus`` (SPEC §2.3): metrics in percent, two decimals."""
+    out = {"id": g.id, "name": g.name, "memory_bytes": g.memory_bytes,
+           "compute_capability": g.compute_capability,
+           "metrics": [{"name": k, "value": round(v, 2), "unit": "%",
+                        "definition": DEFINITIONS[k]} for k, v in g.metrics.items()]}
+    if g.arch:
+        out["arch"] = g.arch
+    return out
+
+
+def to_html(items: list[Item]) -> str:
+    """Legacy HTML list: escaped text plus a doc link per item (``N/A`` when none)."""
+    if not items:
+        return "<ul><li>N/A</li></ul>"
+    lis = []
+    for it in items:
+        url, title = DOCS[it.id]
+        lis.append(f"<li>{html.escape(it.text)} Reference: <a href =\"{html.escape(url)}\" "
+                   f"target=\"_blank\">{html.escape(title)}</a></li>")
+    return "<ul>" + "".join(lis) + "</ul>"
+
+
 def overview_payload(a: Analysis) -> dict:
     """The ``overview`` route's payload."""
     steps = a.steps
@@ -74,9 +101,9 @@ def overview_payload(a: Analysis) -> dict:
         "steps": steps_table(a),
         "performance": performance(a),
         "recommendations": to_html(a.items),
-        "recommendation_items": [it.to_json() for it in a.items],
+        "recommendation_items": [dataclasses.asdict(it) for it in a.items],
         "environments": environments(a),
-        "gpu_metrics": {"gpus": [g.to_json() for g in a.gpus]},
+        "gpu_metrics": {"gpus": [gpu_json(g) for g in a.gpus]},
         "notes": notes(a),
         "step_summary": {"kept": len(steps), "found": steps.found, "dropped": steps.dropped,
                          "whole_trace": steps.synthetic},
