@@ -368,6 +368,7 @@ class Analyser:
             atexit.register(shutil.rmtree, cache_dir, True)
         self.cache = DiskCache(cache_dir, max_bytes)
         self.cache_root = os.path.dirname(self.cache.root)
+        self.cache.sweep()  # temporary folders of writes killed mid-way (issue 12)
         self.jobs = max(1, jobs)
         self.budget = MemoryBudget(memory_bytes or default_memory_budget())
         self.timelines = TimelineSlots()

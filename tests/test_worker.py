@@ -290,3 +290,42 @@ def test_task_reports_a_killed_or_cancelled_worker():
     t.hear("timeline", 0.6)  # the payloads are stored: the timeline is on its way
     assert t.views_ready.is_set() and t.loading().phase == "analyse"  # SPEC §3 phases only
     assert t.loading().fraction == pytest.approx(0.95 + 0.05 * 0.6) and not t.done()
+
+
+def _tiny(path, kernel_us=40):
+    """A small Kineto trace file: one step, one op launching one kernel of ``kernel_us``."""
+    from tracebuild import kernel, op, runtime, step
+
+    events = [step(1, 0, 100), op("aten::mm", 10, 50, ext=7),
+              runtime("cudaLaunchKernel", 20, 5, corr=1, ext=7),
+              kernel("volta_sgemm", 30, kernel_us, corr=1)]
+    path.write_bytes(orjson.dumps({"traceEvents": events,
+                                   "deviceProperties": [{"id": 0, "numSms": 80}]}))
+    return path
+
+
+@pytest.mark.parametrize("part", ["manifest.json", "meta.json"])
+def test_entry_missing_a_part_is_analysed_again(analyser, tmp_path, part):
+    """Issue 12 item 6: a payload entry missing its manifest or meta used to answer 422
+    "analysis result not found" for ever; it is removed and rebuilt."""
+    path = _tiny(tmp_path / "w.pt.trace.json")
+    first, _ = _run(analyser, path)
+    os.remove(os.path.join(analyser.cache._folder(analyser.cache.key(str(path))), part))
+    again, phases = _run(analyser, path)
+    assert phases[0] == ("read", 0.0)  # analysed again
+    assert _payloads(again) == _payloads(first)
+
+
+def test_stale_temporary_folders_are_swept_at_start(tmp_path):
+    """Issue 12 item 12: a write killed mid-way leaves a ``.tmp-`` folder; the next server
+    start removes it."""
+    from stepscope.cache import DiskCache, _tmp_prefix
+
+    cache = DiskCache(str(tmp_path / "c"))
+    shard = os.path.join(cache.root, "ab")
+    os.makedirs(shard)
+    dead = os.path.join(shard, _tmp_prefix("ab" * 32).rsplit("-", 2)[0] + "-999999999-x_1")
+    os.makedirs(dead)
+    a = Analyser(cache_dir=str(tmp_path / "c"), jobs=1)
+    a.close()
+    assert not os.path.exists(dead)
