@@ -210,6 +210,16 @@ class DiskCache:
             raise
         self.evict()
 
+    def unwritable(self) -> str | None:
+        """Why entries cannot be written here (read-only, not permitted, a regular file in
+        the way...), or None when a test folder can be created and removed."""
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            os.rmdir(tempfile.mkdtemp(prefix=_TMP + "probe-", dir=self.root))
+        except OSError as e:
+            return e.strerror or str(e)
+        return None
+
     def _place(self, tmp: str, final: str, path: str, key: str) -> None:
         """Rename the written ``tmp`` folder to ``final``. A concurrent twin already there
         wins, unless it is unusable (an incomplete entry left by a crash): then it is

@@ -329,3 +329,61 @@ def test_stale_temporary_folders_are_swept_at_start(tmp_path):
     a = Analyser(cache_dir=str(tmp_path / "c"), jobs=1)
     a.close()
     assert not os.path.exists(dead)
+
+
+def test_unwritable_cache_folder_analyses_without_it(tmp_path, caplog):
+    """Issue 12 item 2: a cache path that cannot be written (here a regular file: tests run
+    as root, so permissions would not stop them) no longer fails every view; the trace is
+    analysed, a warning is logged once and the views carry a note."""
+    blocked = tmp_path / "cache"
+    blocked.write_text("not a folder")
+    path = _tiny(tmp_path / "w.pt.trace.json")
+    with caplog.at_level("WARNING", logger="stepscope.worker"):
+        a = Analyser(cache_dir=str(blocked), jobs=1)
+        try:
+            views, _ = _run(a, path)
+            again, _ = _run(a, _tiny(tmp_path / "w2.pt.trace.json", kernel_us=20))
+            assert views.notes()[0]["code"] == "cache-unwritable"
+            assert again.notes()[0]["code"] == "cache-unwritable"
+            assert views.get("trace/timeline", {"width": "100"})["lanes"]
+        finally:
+            a.close()
+    assert sum("cannot be written" in r.getMessage() for r in caplog.records) == 1
+    assert blocked.read_text() == "not a folder"
+    assert not os.path.exists(a.cache.root)  # the private fallback is removed at close
+
+
+def test_cache_becoming_unwritable_later_falls_back(tmp_path):
+    """The cache folder turns unwritable while serving (another process replaced it, the
+    disk filled up): the worker's failed write is not a 500; the trace is analysed again
+    into the private fallback folder."""
+    root = tmp_path / "cache"
+    a = Analyser(cache_dir=str(root), jobs=1)
+    try:
+        shutil.rmtree(root)
+        root.write_text("in the way")
+        views, _ = _run(a, _tiny(tmp_path / "w.pt.trace.json"))
+        assert views.notes()[0]["code"] == "cache-unwritable"
+        assert views.get("trace/timeline", {"width": "100"})["lanes"]
+    finally:
+        a.close()
+
+
+def test_full_disk_is_reported_by_the_worker_not_raised(tmp_path, monkeypatch):
+    """A write failing with ENOSPC in the worker becomes its ``cache_failed`` answer (the
+    server falls back), never an exception (which read as "a bug in Stepscope")."""
+    import errno
+
+    import stepscope.cache as cache_mod
+    from stepscope.worker import analyse_to_cache
+
+    def full(path, *parts):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+    monkeypatch.setattr(cache_mod, "_write", full)
+    path = _tiny(tmp_path / "w.pt.trace.json")
+    answer = analyse_to_cache(str(path), str(tmp_path / "c"), 1 << 30, "k" * 64, 1)
+    assert answer["cache_failed"] is True and answer["status"] == 503
+    assert "No space left on device" in answer["detail"]
+    assert not any(n.startswith(".tmp-") for _, dirs, _ in os.walk(tmp_path / "c")
+                   for n in dirs)  # the half-written folder is removed
