@@ -158,3 +158,103 @@ def test_older_cache_formats_are_removed(tmp_path, trace_file):
     cache.put(trace_file, {"state": 1}, {"a": np.arange(3)})
     assert not (root / "v1").exists() and (root / "notes").exists()
     assert cache.get(trace_file).meta == {"state": 1}
+
+
+@pytest.mark.parametrize("part", ["manifest.json", "meta.json"])
+def test_entry_missing_a_part_is_removed_and_rebuilt(tmp_path, trace_file, part):
+    """Issue 12 item 6: an entry without its manifest or meta (a crash, a hand-cleaned
+    folder) is a miss, and the next put replaces it (it used to block every put for ever)."""
+    cache = DiskCache(str(tmp_path / "c"))
+    cache.put(trace_file, {"v": 1}, {"a": np.arange(3)})
+    folder = cache._folder(cache.key(trace_file))
+    os.remove(os.path.join(folder, part))
+    assert cache.get(trace_file) is None
+    cache.put(trace_file, {"v": 2}, {"a": np.arange(4)})
+    hit = cache.get(trace_file)
+    assert hit.meta == {"v": 2} and hit.array("a").tolist() == [0, 1, 2, 3]
+
+
+def test_incomplete_twin_does_not_block_a_put(tmp_path, trace_file):
+    """A folder already at the entry's place without a manifest is replaced by the put."""
+    cache = DiskCache(str(tmp_path / "c"))
+    folder = cache._folder(cache.key(trace_file))
+    os.makedirs(folder)
+    with open(os.path.join(folder, "meta.json"), "wb") as f:
+        f.write(b'{"v": 0}')
+    cache.put(trace_file, {"v": 1}, {})
+    assert cache.get(trace_file).meta == {"v": 1}
+
+
+def _tmp_folder(cache, key, pid, age_s=0.0):
+    from stepscope.store.cache import _tmp_prefix
+
+    shard = os.path.join(cache.root, key[:2])
+    os.makedirs(shard, exist_ok=True)
+    prefix = _tmp_prefix(key).rsplit("-", 2)[0] + f"-{pid}-"
+    folder = os.path.join(shard, prefix + "abc_1")
+    os.makedirs(folder)
+    with open(os.path.join(folder, "0.npy"), "wb") as f:
+        f.write(b"x" * 100)
+    if age_s:
+        t = os.path.getmtime(folder) - age_s
+        os.utime(folder, (t, t))
+    return folder
+
+
+def test_sweep_removes_stale_temporary_folders_only(tmp_path, trace_file):
+    """Issue 12 item 12: temporary folders of writes killed mid-way (writer dead, or
+    untouched for long) are swept; a live writer's folder stays."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    cache = DiskCache(str(tmp_path / "c"))
+    key = cache.key(trace_file)
+    killed = _tmp_folder(cache, key, dead.pid)
+    old = _tmp_folder(cache, "ab" + key[2:], os.getpid(), age_s=2 * 3600)
+    live = _tmp_folder(cache, "cd" + key[2:], os.getpid())
+    cache.put(trace_file, {"v": 1}, {})
+    assert cache.sweep() == 2
+    assert not os.path.exists(killed) and not os.path.exists(old)
+    assert os.path.exists(live)
+    assert cache.get(trace_file).meta == {"v": 1}  # entries are not temporary folders
+
+
+def test_writes_name_their_writer(tmp_path, trace_file, monkeypatch):
+    """A write in progress carries this process's pid, so a sweep leaves it alone."""
+    seen = []
+    real_place = DiskCache._place
+
+    def spy(self, tmp, final, path, key):
+        seen.append(os.path.basename(tmp))
+        assert self.sweep() == 0 and os.path.isdir(tmp)
+        return real_place(self, tmp, final, path, key)
+
+    monkeypatch.setattr(DiskCache, "_place", spy)
+    cache = DiskCache(str(tmp_path / "c"))
+    cache.put(trace_file, {"v": 1}, {})
+    assert f"-{os.getpid()}-" in seen[0]
+
+
+def test_key_includes_the_analysis_code(tmp_path, trace_file, monkeypatch):
+    """Issue 13: the key includes a fingerprint of the package's source, so an entry made
+    by other analysis code is a miss (and rebuilt), never served."""
+    import stepscope.store.cache as cache_mod
+
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "a.py").write_text("x = 1\n")
+    (pkg / "sub" / "b.py").write_text("y = 2\n")
+    before = cache_mod.code_fingerprint(str(pkg))
+    (pkg / "sub" / "b.py").write_text("y = 3\n")
+    cache_mod.code_fingerprint.cache_clear()
+    assert cache_mod.code_fingerprint(str(pkg)) != before
+    cache_mod.code_fingerprint.cache_clear()
+    assert len(cache_mod.code_fingerprint()) == 16
+    # the whole package counts, not only the folder the cache module sits in
+    assert os.path.isfile(os.path.join(cache_mod.PACKAGE_DIR, "analysis", "operators.py"))
+
+    cache = DiskCache(str(tmp_path / "c"))
+    cache.put(trace_file, {"v": 1}, {})
+    monkeypatch.setattr(cache_mod, "code_fingerprint", lambda: "another-version")
+    assert cache.get(trace_file) is None
+    cache.put(trace_file, {"v": 2}, {})
+    assert cache.get(trace_file).meta == {"v": 2}

@@ -290,3 +290,100 @@ def test_task_reports_a_killed_or_cancelled_worker():
     t.hear("timeline", 0.6)  # the payloads are stored: the timeline is on its way
     assert t.views_ready.is_set() and t.loading().phase == "analyse"  # SPEC §3 phases only
     assert t.loading().fraction == pytest.approx(0.95 + 0.05 * 0.6) and not t.done()
+
+
+def _tiny(path, kernel_us=40):
+    """A small Kineto trace file: one step, one op launching one kernel of ``kernel_us``."""
+    from tracebuild import kernel, op, runtime, step
+
+    events = [step(1, 0, 100), op("aten::mm", 10, 50, ext=7),
+              runtime("cudaLaunchKernel", 20, 5, corr=1, ext=7),
+              kernel("volta_sgemm", 30, kernel_us, corr=1)]
+    path.write_bytes(orjson.dumps({"traceEvents": events,
+                                   "deviceProperties": [{"id": 0, "numSms": 80}]}))
+    return path
+
+
+@pytest.mark.parametrize("part", ["manifest.json", "meta.json"])
+def test_entry_missing_a_part_is_analysed_again(analyser, tmp_path, part):
+    """Issue 12 item 6: a payload entry missing its manifest or meta used to answer 422
+    "analysis result not found" for ever; it is removed and rebuilt."""
+    path = _tiny(tmp_path / "w.pt.trace.json")
+    first, _ = _run(analyser, path)
+    os.remove(os.path.join(analyser.cache._folder(analyser.cache.key(str(path))), part))
+    again, phases = _run(analyser, path)
+    assert phases[0] == ("read", 0.0)  # analysed again
+    assert _payloads(again) == _payloads(first)
+
+
+def test_stale_temporary_folders_are_swept_at_start(tmp_path):
+    """Issue 12 item 12: a write killed mid-way leaves a ``.tmp-`` folder; the next server
+    start removes it."""
+    from stepscope.store.cache import DiskCache, _tmp_prefix
+
+    cache = DiskCache(str(tmp_path / "c"))
+    shard = os.path.join(cache.root, "ab")
+    os.makedirs(shard)
+    dead = os.path.join(shard, _tmp_prefix("ab" * 32).rsplit("-", 2)[0] + "-999999999-x_1")
+    os.makedirs(dead)
+    a = Analyser(cache_dir=str(tmp_path / "c"), jobs=1)
+    a.close()
+    assert not os.path.exists(dead)
+
+
+def test_unwritable_cache_folder_analyses_without_it(tmp_path, caplog):
+    """Issue 12 item 2: a cache path that cannot be written (here a regular file: tests run
+    as root, so permissions would not stop them) no longer fails every view; the trace is
+    analysed, a warning is logged once and the views carry a note."""
+    blocked = tmp_path / "cache"
+    blocked.write_text("not a folder")
+    path = _tiny(tmp_path / "w.pt.trace.json")
+    with caplog.at_level("WARNING", logger="stepscope.store.pool"):
+        a = Analyser(cache_dir=str(blocked), jobs=1)
+        try:
+            views, _ = _run(a, path)
+            again, _ = _run(a, _tiny(tmp_path / "w2.pt.trace.json", kernel_us=20))
+            assert views.notes()[0]["code"] == "cache-unwritable"
+            assert again.notes()[0]["code"] == "cache-unwritable"
+            assert views.get("trace/timeline", {"width": "100"})["lanes"]
+        finally:
+            a.close()
+    assert sum("cannot be written" in r.getMessage() for r in caplog.records) == 1
+    assert blocked.read_text() == "not a folder"
+    assert not os.path.exists(a.cache.root)  # the private fallback is removed at close
+
+
+def test_cache_becoming_unwritable_later_falls_back(tmp_path):
+    """The cache folder turns unwritable while serving (another process replaced it, the
+    disk filled up): the worker's failed write is not a 500; the trace is analysed again
+    into the private fallback folder."""
+    root = tmp_path / "cache"
+    a = Analyser(cache_dir=str(root), jobs=1)
+    try:
+        shutil.rmtree(root)
+        root.write_text("in the way")
+        views, _ = _run(a, _tiny(tmp_path / "w.pt.trace.json"))
+        assert views.notes()[0]["code"] == "cache-unwritable"
+        assert views.get("trace/timeline", {"width": "100"})["lanes"]
+    finally:
+        a.close()
+
+
+def test_full_disk_is_reported_by_the_worker_not_raised(tmp_path, monkeypatch):
+    """A write failing with ENOSPC in the worker becomes its ``cache_failed`` answer (the
+    server falls back), never an exception (which read as "a bug in Stepscope")."""
+    import errno
+
+    import stepscope.store.cache as cache_mod
+    from stepscope.store.pool import analyse_to_cache
+
+    def full(path, *parts):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+    monkeypatch.setattr(cache_mod, "_write", full)
+    path = _tiny(tmp_path / "w.pt.trace.json")
+    answer = analyse_to_cache(str(path), str(tmp_path / "c"), 1 << 30, "k" * 64, 1)
+    assert answer["cache_failed"] is True and answer["status"] == 503
+    assert "No space left on device" in answer["detail"]
+    assert not any(n.startswith(".tmp-") for _, dirs, _ in os.walk(tmp_path / "c")
+                   for n in dirs)  # the half-written folder is removed

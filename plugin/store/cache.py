@@ -1,8 +1,9 @@
 """Disk cache of analysed traces: JSON payloads plus numpy arrays, no pickle (SPEC §3, issue 5).
 
-One entry per trace file, keyed by the file's real path, size, ``mtime_ns``, inode, the
-cache format and the package version, so a changed or replaced file never hits a stale
-entry. An entry is a folder::
+One entry per trace file, keyed by the file's real path, size, ``mtime_ns``, identity (the
+inode locally; the ETag remotely), the cache format and a fingerprint of the analysis code
+(:func:`code_fingerprint`), so a changed or replaced file, or a fixed analysis, never hits
+a stale entry. An entry is a folder::
 
     <root>/v<FORMAT>/<key[:2]>/<key>/
         meta.json          JSON payloads (orjson)
@@ -11,17 +12,21 @@ entry. An entry is a folder::
 
 Writes go to a temporary folder that is renamed into place (atomic: readers see a whole
 entry or none; two servers sharing the folder never see each other's half-written files).
-A corrupt entry (bad checksum, unreadable file) is removed and reported as a miss. After
-each write, least-recently-used entries are evicted down to ``max_bytes``.
+A corrupt or incomplete entry (bad checksum, unreadable or missing file) is removed and
+reported as a miss, so it is rebuilt. After each write, least-recently-used entries are
+evicted down to ``max_bytes``. Temporary folders of writes killed mid-way are swept by
+:meth:`DiskCache.sweep` (the server calls it at start).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
 import re
 import shutil
+import socket
 import tempfile
 import time
 import zlib
@@ -32,9 +37,35 @@ import numpy as np
 import orjson
 
 from .. import __version__
+from ..fs import filesystem_of
 
 FORMAT = 2  # 2: the timeline is an entry of its own
 DEFAULT_MAX_BYTES = 4 << 30
+#: A temporary folder of a write untouched this long (s) is stale even when its writer's
+#: pid cannot be checked (another host sharing the folder).
+STALE_TMP_S = 3600.0
+_TMP = ".tmp-"
+
+
+@functools.cache
+#: The ``stepscope`` package folder (this module lives in its ``store/`` sub-package).
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def code_fingerprint(package_dir: str = PACKAGE_DIR) -> str:
+    """SHA-256 (hex, 16 digits) of the package's own ``*.py`` files (paths and contents),
+    computed once per process: part of every cache key, so an entry written by another
+    version of the analysis code is never served (issue 13)."""
+    h = hashlib.sha256()
+    for folder, dirs, files in os.walk(package_dir):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            h.update(os.path.relpath(path, package_dir).encode("utf-8", "surrogateescape"))
+            h.update(b"\0")
+            with open(path, "rb") as f:
+                h.update(hashlib.sha256(f.read()).digest())
+    return h.hexdigest()[:16]
 
 
 def default_root() -> str:
@@ -120,9 +151,11 @@ class DiskCache:
 
     def key(self, path: str) -> str:
         """Key of the file's current version (raises OSError if it is gone)."""
-        real = os.path.realpath(path)
-        st = os.stat(real)
-        ident = f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{FORMAT}\0{__version__}"
+        fs = filesystem_of(path)
+        real = fs.realpath(path)
+        st = fs.stat(real)
+        ident = (f"{real}\0{st.size}\0{st.mtime_ns}\0{st.identity}\0{FORMAT}\0{__version__}"
+                 f"\0{code_fingerprint()}")
         return hashlib.sha256(ident.encode("utf-8", "surrogateescape")).hexdigest()
 
     def _folder(self, key: str) -> str:
@@ -135,6 +168,8 @@ class DiskCache:
             folder = self._folder(key or self.key(path))
         except OSError:  # the file is gone
             return None
+        if not os.path.isdir(folder):
+            return None
         try:
             with open(os.path.join(folder, "manifest.json"), "rb") as f:
                 manifest = orjson.loads(f.read())
@@ -146,9 +181,9 @@ class DiskCache:
             now = time.time()
             os.utime(os.path.join(folder, "manifest.json"), (now, now))  # LRU clock
             return Entry(folder, meta, manifest)
-        except FileNotFoundError:
-            return None
         except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+            # corrupt, or incomplete (a part missing: entries appear whole, by rename, so
+            # one without its manifest or meta never completes): rebuilt on the next put
             shutil.rmtree(folder, ignore_errors=True)
             return None
 
@@ -160,7 +195,7 @@ class DiskCache:
         key = key or self.key(path)
         final = self._folder(key)
         os.makedirs(os.path.dirname(final), exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=f".tmp-{key[:8]}-", dir=os.path.dirname(final))
+        tmp = tempfile.mkdtemp(prefix=_tmp_prefix(key), dir=os.path.dirname(final))
         try:
             files = {"meta.json": _write(os.path.join(tmp, "meta.json"), orjson.dumps(
                 meta, option=orjson.OPT_SERIALIZE_NUMPY))}
@@ -173,14 +208,48 @@ class DiskCache:
             with open(os.path.join(tmp, "manifest.json"), "wb") as f:
                 f.write(orjson.dumps({"files": files, "source": os.path.realpath(path),
                                       "version": __version__, "created": time.time()}))
-            try:
-                os.rename(tmp, final)
-            except OSError:  # another process stored it first: keep theirs
-                shutil.rmtree(tmp, ignore_errors=True)
+            self._place(tmp, final, path, key)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         self.evict()
+
+    def unwritable(self) -> str | None:
+        """Why entries cannot be written here (read-only, not permitted, a regular file in
+        the way...), or None when a test folder can be created and removed."""
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            os.rmdir(tempfile.mkdtemp(prefix=_TMP + "probe-", dir=self.root))
+        except OSError as e:
+            return e.strerror or str(e)
+        return None
+
+    def _place(self, tmp: str, final: str, path: str, key: str) -> None:
+        """Rename the written ``tmp`` folder to ``final``. A concurrent twin already there
+        wins, unless it is unusable (an incomplete entry left by a crash): then it is
+        replaced."""
+        for _attempt in range(2):
+            try:
+                os.rename(tmp, final)
+                return
+            except OSError:
+                if self.get(path, key) is not None:  # another process stored it first
+                    break
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def sweep(self, stale_s: float = STALE_TMP_S) -> int:
+        """Remove the temporary folders of writes that ended without finishing (killed):
+        those of a dead process of this host, or untouched for ``stale_s`` seconds. A live
+        write is never touched. Returns how many were removed."""
+        removed = 0
+        now = time.time()
+        for shard in _listdir(self.root):
+            for name in _listdir(os.path.join(self.root, shard)):
+                folder = os.path.join(self.root, shard, name)
+                if name.startswith(_TMP) and _stale_tmp(folder, name, now, stale_s):
+                    shutil.rmtree(folder, ignore_errors=True)
+                    removed += 1
+        return removed
 
     def discard(self, path: str, key: str | None = None) -> None:
         """Remove the entry of the file's current version (or of ``key``), if any."""
@@ -201,7 +270,7 @@ class DiskCache:
         for shard in _listdir(self.root):
             for key in _listdir(os.path.join(self.root, shard)):
                 folder = os.path.join(self.root, shard, key)
-                if key.startswith(".tmp-"):
+                if key.startswith(_TMP):
                     continue
                 try:
                     size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
@@ -215,6 +284,37 @@ class DiskCache:
                 break
             shutil.rmtree(folder, ignore_errors=True)
             total -= size
+
+
+def _tmp_prefix(key: str) -> str:
+    """Prefix of a write's temporary folder: names the writer (host, pid) for :meth:`sweep`."""
+    host = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:64]
+    return f"{_TMP}{key[:8]}-{host}-{os.getpid()}-"
+
+
+def _stale_tmp(folder: str, name: str, now: float, stale_s: float) -> bool:
+    """Is the temporary folder ``name`` left by a write that will never finish?"""
+    try:
+        if now - os.path.getmtime(folder) >= stale_s:
+            return True
+    except OSError:
+        return False  # gone already
+    m = re.fullmatch(re.escape(_TMP) + r"[0-9a-f]{8}-(.+)-(\d+)-[^-]*", name)
+    host = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:64]
+    if m is None or m.group(1) != host:
+        return False  # another host's (or an old name): only age tells
+    return not _alive(int(m.group(2)))
+
+
+def _alive(pid: int) -> bool:
+    """Does process ``pid`` exist on this host?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return pid > 0
+    return True
 
 
 def _listdir(path: str) -> list[str]:

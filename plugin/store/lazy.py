@@ -136,8 +136,11 @@ class LazyTimeline:
         return self.get().event(event_id)
 
 
-def load_views(entry: Entry, timeline: LazyTimeline) -> Any:
-    """The ViewSet stored in the payload ``entry``, with ``timeline`` attached."""
+def load_views(entry: Entry, timeline: LazyTimeline, notes: list[dict] = ()) -> Any:
+    """The ViewSet stored in the payload ``entry``, with ``timeline`` attached and ``notes``
+    (the server's, e.g. an unwritable cache) before its own data-quality notes."""
     views = unpack(entry.meta["state"], {})  # payloads only: no arrays needed
     views.timeline = timeline
+    if notes:
+        views._notes = [*notes, *views._notes]
     return views

@@ -9,7 +9,9 @@ timeline of the trace view. The server serves the payloads as soon as they are s
 ``trace/*`` routes answer 202 (phase ``analyse``, fraction from 0.95 on). Only a small
 status dict travels back over the pipe, and progress over a queue. A cache hit skips the child entirely.
 
-``--no-cache`` uses a private temporary cache folder, removed at exit. A loaded entry's
+``--no-cache`` uses a private temporary cache folder, removed at exit; so does a cache
+folder that cannot be written (read-only, a regular file, disk full: a warning is logged
+once and every trace's views carry a ``cache-unwritable`` note, issue 12). A loaded entry's
 timeline arrays are memory-mapped only when a ``trace/*`` route needs them
 (:mod:`.cached`).
 """
@@ -159,15 +161,15 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str, token
     cache = DiskCache(cache_root, max_bytes)
     try:
         analysis = analyze(_read(path, progress, _helpers_for(path)))
-        _store(cache, path, key, ViewSet(analysis))
+        if (failed := _store(cache, path, key, ViewSet(analysis))) is not None:
+            return failed
         progress("timeline", 0.0, now=True)  # the payloads can be served
         inputs = timeline_inputs(analysis)
         del analysis  # free the analysis' intermediates before the timeline's memory peak
         timeline = build_timeline(**inputs)
         del inputs
         progress("timeline", TIMELINE_BUILD_SHARE, now=True)
-        _store(cache, path, timeline_key(key), timeline)
-        return {"ok": True}
+        return _store(cache, path, timeline_key(key), timeline) or {"ok": True}
     except StepscopeError as e:
         return {"status": e.status, **e.body()}
     except MemoryError:
@@ -183,9 +185,18 @@ TIMELINE_BUILD_SHARE = 0.6
 TIMELINE_FROM = 0.95
 
 
-def _store(cache: DiskCache, path: str, key: str, obj: Any) -> None:
+def _store(cache: DiskCache, path: str, key: str, obj: Any) -> dict | None:
+    """Pack ``obj`` into the cache; None, or the error dict when the cache cannot be
+    written (read-only, a regular file, disk full: ``cache_failed``, the server then
+    switches to a private fallback folder and tries again, issue 12 item 2)."""
     state, arrays = pack(obj)
-    cache.put(path, {"state": state}, arrays, key=key)
+    try:
+        cache.put(path, {"state": state}, arrays, key=key)
+    except OSError as e:
+        return {"status": 503, "error": "cache not writable",
+                "detail": f"The analysis cache folder cannot be written ({e.strerror or e}).",
+                "cache_failed": True}
+    return None
 
 
 #: Files at least this big (bytes on disk, gzip or not) are decoded with a helper process.
@@ -349,11 +360,30 @@ class Task:
         result = dict(self.result())
         if result.pop("ok", False):
             return None
+        cache_failed = bool(result.pop("cache_failed", False))
         error = StepscopeError(result.pop("error", "analysis failed"),
                                result.pop("detail", ""), status=result.pop("status", 422),
                                **result)
-        error.retry = self.broken()  # the pool broke (maybe under another trace): try again
+        # the pool broke (maybe under another trace), or the cache could not be written
+        # (the server then uses its fallback folder): try again
+        error.cache_failed = cache_failed
+        error.retry = self.broken() or cache_failed
         return error
+
+
+def _private_dir() -> str:
+    """A new private temporary cache folder, removed at exit."""
+    folder = tempfile.mkdtemp(prefix="stepscope-nocache-")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+def _cache_failed(future: Future) -> bool:
+    """Did the worker of ``future`` answer that the cache could not be written?"""
+    if future.cancelled() or future.exception() is not None:
+        return False
+    result = future.result()
+    return isinstance(result, dict) and bool(result.get("cache_failed"))
 
 
 class Analyser:
@@ -367,11 +397,16 @@ class Analyser:
                  jobs: int = 2, max_bytes: int = DEFAULT_MAX_BYTES,
                  memory_bytes: int | None = None):
         self.no_cache = no_cache
+        self._fallback_lock = threading.Lock()
+        #: data-quality notes added to every trace's views (the cache could not be written)
+        self.notes: list[dict] = []
         if no_cache:
-            cache_dir = tempfile.mkdtemp(prefix="stepscope-nocache-")
-            atexit.register(shutil.rmtree, cache_dir, True)
+            cache_dir = _private_dir()
         self.cache = DiskCache(cache_dir, max_bytes)
         self.cache_root = os.path.dirname(self.cache.root)
+        if not no_cache and (problem := self.cache.unwritable()):
+            self._fall_back(problem)
+        self.cache.sweep()  # temporary folders of writes killed mid-way (issue 12)
         self.jobs = max(1, jobs)
         self.budget = MemoryBudget(memory_bytes or default_memory_budget())
         self.timelines = TimelineSlots()
@@ -386,6 +421,23 @@ class Analyser:
         self._tokens = iter(range(1, 1 << 62))
         self._queue: Any = None
 
+    def _fall_back(self, problem: str) -> None:
+        """Use a private temporary cache folder (removed at exit) from now on: the
+        configured one cannot be written. Warns once; every trace's views get a note."""
+        with self._fallback_lock:
+            if self.no_cache:
+                return  # already private
+            log.warning("the cache folder %s cannot be written (%s); analysing without it "
+                        "(results are kept in a temporary folder until exit)",
+                        self.cache_root, problem)
+            self.no_cache = True
+            self.cache = DiskCache(_private_dir(), self.cache.max_bytes)
+            self.cache_root = os.path.dirname(self.cache.root)
+            self.notes = [{"level": "warning", "code": "cache-unwritable",
+                           "text": f"The analysis cache folder cannot be written ({problem}): "
+                                   "traces are analysed again after a restart. Fix its "
+                                   "permissions or free space, or pass another --cache-dir."}]
+
     def __call__(self, path: str, progress: Progress) -> Any:
         try:
             key = self.cache.key(path)  # before reading: see DiskCache.put
@@ -393,6 +445,7 @@ class Analyser:
             name = os.path.basename(path)
             raise TraceError("cannot read file", f"{name}: {e.strerror or e}. It was probably "
                              "deleted or moved; reload the run list.", file=name) from e
+        cache = self.cache
         views = self._load(path, key, progress)
         if views is not None:
             return views
@@ -402,6 +455,10 @@ class Analyser:
         if views is not None:
             return views  # the payloads are stored; the task goes on with the timeline
         error = task.error()
+        if getattr(error, "cache_failed", False):
+            self._fall_back(error.detail)  # e.g. the disk filled up: once more, privately
+            if self.cache is not cache:
+                return self(path, progress)
         if error is not None:
             raise error
         raise TraceError("analysis result not found",
@@ -418,7 +475,7 @@ class Analyser:
         timeline = LazyTimeline(lambda: self.cache.get(path, timeline_key(key)),
                                 lambda: self._rebuild(path, key), self.timelines, building)
         try:
-            return load_views(entry, timeline)
+            return load_views(entry, timeline, self.notes)
         except (KeyError, ValueError, TypeError, OSError) as e:
             log.warning("cache entry for %s is unusable (%s); rebuilding", path, e)
             self.cache.discard(path, key)
@@ -450,10 +507,12 @@ class Analyser:
             self._listeners[token] = task.hear
             release = self.budget.acquire(memory_estimate(path))
 
-            def finished(_future: Future, token: int = token, task: Task = task,
+            def finished(future: Future, token: int = token, task: Task = task,
                          release: Callable[[], None] = release) -> None:
                 self._listeners.pop(token, None)
                 release()
+                if _cache_failed(future):  # e.g. storing the timeline filled the disk
+                    self._fall_back("it failed while storing a result")
                 task.views_ready.set()
 
             try:
