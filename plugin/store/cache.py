@@ -47,11 +47,11 @@ STALE_TMP_S = 3600.0
 _TMP = ".tmp-"
 
 
-@functools.cache
 #: The ``stepscope`` package folder (this module lives in its ``store/`` sub-package).
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@functools.cache
 def code_fingerprint(package_dir: str = PACKAGE_DIR) -> str:
     """SHA-256 (hex, 16 digits) of the package's own ``*.py`` files (paths and contents),
     computed once per process: part of every cache key, so an entry written by another
