@@ -387,3 +387,33 @@ def test_full_disk_is_reported_by_the_worker_not_raised(tmp_path, monkeypatch):
     assert "No space left on device" in answer["detail"]
     assert not any(n.startswith(".tmp-") for _, dirs, _ in os.walk(tmp_path / "c")
                    for n in dirs)  # the half-written folder is removed
+
+
+def test_cold_payloads_stay_compressed_and_answer_the_same(tmp_path):
+    """Issue 12 item 9: the server keeps a cached trace's payloads compressed and unpacks a
+    view's payload on use, in an LRU by size; a cold trace answers exactly as a hot one."""
+    import json
+
+    from tracebuild import kernel, op, runtime, step
+
+    events = [step(1, 0, 1000)]
+    for i in range(50):
+        events += [op(f"aten::op_{i}", 10 * i + 1, 8, ext=i + 1),
+                   runtime("cudaLaunchKernel", 10 * i + 2, 2, corr=i + 1, ext=i + 1),
+                   kernel(f"k_{i}", 10 * i + 4, 4, corr=i + 1)]
+    path = tmp_path / "w.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    a = Analyser(cache_dir=str(tmp_path / "c"), jobs=1)
+    try:
+        views = a(str(path), lambda phase, f: None)
+        hot = views.get("operation/table", {"group_by": "Operation"})
+        assert len(hot) == 50 and views.get("kernel/table", {})["data"]["rows"]
+        assert a.payloads.bytes > 0
+        a.payloads.max_bytes = 0  # every other payload pushes this trace's out
+        views.get("overview", {})
+        assert ("Operator" not in {v for _s, v in a.payloads._loaded})
+        assert views.packed_bytes() < a.payloads.bytes + sum(s for _b, s in views._packed.values())
+        assert views.get("operation/table", {"group_by": "Operation"}) == hot
+        assert views.names() == ["Overview", "Operator", "Kernel", "Trace"]
+    finally:
+        a.close()

@@ -14,13 +14,18 @@ file descriptor).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import orjson
+
 from ..errors import Loading, NotReady, StepscopeError
+from ..views import ViewSet
 from .cache import Entry
 from .packing import unpack
 
@@ -136,11 +141,82 @@ class LazyTimeline:
         return self.get().event(event_id)
 
 
-def load_views(entry: Entry, timeline: LazyTimeline, notes: list[dict] = ()) -> Any:
-    """The ViewSet stored in the payload ``entry``, with ``timeline`` attached and ``notes``
+#: JSON bytes of unpacked view payloads the server keeps at once (all traces together);
+#: Python objects take several times that. Beyond it the least recently used go back to
+#: their compressed form (:class:`PayloadSlots`).
+LOADED_PAYLOAD_BYTES = 64 << 20
+#: zlib level of the payloads kept compressed in the server (1: fast, ~5x smaller JSON).
+PAYLOAD_ZLIB_LEVEL = 1
+_ids = itertools.count()
+
+
+class PayloadSlots:
+    """The unpacked view payloads most recently used, weighed by their JSON size; the least
+    recently used beyond ``max_bytes`` are dropped (their owner keeps them compressed)."""
+
+    def __init__(self, max_bytes: int = LOADED_PAYLOAD_BYTES):
+        self.max_bytes = max_bytes
+        self.lock = threading.Lock()
+        self._loaded: OrderedDict[tuple[int, str], tuple[Any, int]] = OrderedDict()
+        self.bytes = 0
+
+    def get(self, owner: CachedViews, view: str) -> Any:
+        key = (owner.serial, view)
+        with self.lock:
+            hit = self._loaded.get(key)
+            if hit is not None:
+                self._loaded.move_to_end(key)
+                return hit[0]
+        payload, size = owner.unpack_payload(view)  # outside the lock: may take a while
+        with self.lock:
+            if key not in self._loaded:
+                self._loaded[key] = (payload, size)
+                self.bytes += size
+            while self.bytes > self.max_bytes and len(self._loaded) > 1:
+                _, (_, old_size) = self._loaded.popitem(last=False)
+                self.bytes -= old_size
+        return payload
+
+
+class CachedViews(ViewSet):
+    """A cached trace's views as the server holds them (issue 12: memory per name).
+
+    Names, notes and run-level summaries are at hand; each view's payloads stay as
+    compressed JSON and are unpacked on use, kept in a shared :class:`PayloadSlots` (an LRU
+    by size), so a server over many big traces holds the hot payloads only. Routes answer
+    exactly as :class:`~stepscope.views.ViewSet` does (it is one).
+    """
+
+    def __init__(self, entry: Entry, timeline: Any, notes: list[dict], slots: PayloadSlots):
+        fields = entry.meta["state"]["d"]
+        self.serial = next(_ids)
+        self._slots = slots
+        self._arrays = {n: entry.array(n) for n in entry.names()}  # payload arrays (if any)
+        self._names = unpack(fields["_names"], {})
+        self._notes = [*notes, *unpack(fields["_notes"], {})]
+        self.summaries = unpack(fields.get("summaries", {}), self._arrays)
+        self._packed = {}
+        for view, state in fields["_payloads"].items():
+            raw = orjson.dumps(state)
+            self._packed[view] = (zlib.compress(raw, PAYLOAD_ZLIB_LEVEL), len(raw))
+        self.timeline = timeline
+        self.analysis = None
+
+    def payload(self, view: str) -> Any:
+        return self._slots.get(self, view)
+
+    def unpack_payload(self, view: str) -> tuple[Any, int]:
+        """``(payload, JSON size in bytes)`` of ``view``, from its compressed form."""
+        blob, size = self._packed[view]
+        return unpack(orjson.loads(zlib.decompress(blob)), self._arrays), size
+
+    def packed_bytes(self) -> int:
+        """What this trace's payloads take in the server while not in use (bytes)."""
+        return sum(len(blob) for blob, _ in self._packed.values())
+
+
+def load_views(entry: Entry, timeline: LazyTimeline, notes: list[dict] = (),
+               slots: PayloadSlots | None = None) -> CachedViews:
+    """The views stored in the payload ``entry``, with ``timeline`` attached and ``notes``
     (the server's, e.g. an unwritable cache) before its own data-quality notes."""
-    views = unpack(entry.meta["state"], {})  # payloads only: no arrays needed
-    views.timeline = timeline
-    if notes:
-        views._notes = [*notes, *views._notes]
-    return views
+    return CachedViews(entry, timeline, list(notes), slots or PayloadSlots())

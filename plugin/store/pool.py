@@ -35,7 +35,7 @@ from typing import Any
 from ..errors import AnalysisBug, Loading, StepscopeError, TraceError
 from ..read.reader import read_trace
 from .cache import DEFAULT_MAX_BYTES, DiskCache
-from .lazy import LazyTimeline, TimelineSlots, load_views, timeline_key
+from .lazy import LazyTimeline, PayloadSlots, TimelineSlots, load_views, timeline_key
 from .packing import pack
 
 log = logging.getLogger(__name__)
@@ -410,6 +410,7 @@ class Analyser:
         self.jobs = max(1, jobs)
         self.budget = MemoryBudget(memory_bytes or default_memory_budget())
         self.timelines = TimelineSlots()
+        self.payloads = PayloadSlots()
         self._closed = False
         # start the forkserver (which imports numpy and the analyses once) in the
         # background, so the first trace does not wait for it
@@ -475,7 +476,7 @@ class Analyser:
         timeline = LazyTimeline(lambda: self.cache.get(path, timeline_key(key)),
                                 lambda: self._rebuild(path, key), self.timelines, building)
         try:
-            return load_views(entry, timeline, self.notes)
+            return load_views(entry, timeline, self.notes, self.payloads)
         except (KeyError, ValueError, TypeError, OSError) as e:
             log.warning("cache entry for %s is unusable (%s); rebuilding", path, e)
             self.cache.discard(path, key)
