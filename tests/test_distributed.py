@@ -21,6 +21,7 @@ from stepscope.analysis.intervals import covered, union
 from stepscope.read.reader import read_trace
 from stepscope.runlevel import TraceSummary
 from stepscope.runlevel.distributed import combine, summarise
+from stepscope.store.packing import pack, unpack
 
 DLRM = os.path.join(SHARED, "param_v100_dlrm_8rank")
 
@@ -64,9 +65,12 @@ def test_gpu_rank_summary_and_combination_exact():
     s0 = summarise(analyze(gpu_rank(0, 30)))
     s1 = summarise(analyze(gpu_rank(1, 0)))
     # rank 0: C = [10,30), M = [25,65): computation 15, overlap 5, communication 35, other 45
-    assert [s0[k].tolist() for k in ("computation", "overlap", "communication", "other")] == \
+    assert [s0[k] for k in ("computation", "overlap", "communication", "other")] == \
         [[15_000], [5_000], [35_000], [45_000]]
-    assert s0["ops"] == ["all_reduce"] and s0["groups"] == ["0"] and s0["bytes"].tolist() == [4096]
+    assert s0["ops"] == ["all_reduce"] and s0["groups"] == ["0"] and s0["bytes"] == [4096]
+    # the cache keeps a span's payloads as JSON only (stepscope.store.lazy.load_views)
+    state, arrays = pack(s0)
+    assert not arrays and unpack(state, {}) == s0
     out = combine([TraceSummary("a", "1", s0), TraceSummary("b", "1", s1)], [])
     r0, r1 = out["ranks"]["ranks"]
     assert r0["steps"][0] | {} == {"step": "1", "total_us": 100, "computation_us": 15,
@@ -134,7 +138,9 @@ def test_combination_of_8_ranks_is_fast_and_sized_by_summaries():
         starts = np.sort(rng.integers(0, 200_000_000, n))
         colls = [("all_reduce" if i % 3 else "all_gather", int(s), int(rng.integers(1000, 50_000)))
                  for i, s in enumerate(starts)]
-        ranks.append(TraceSummary(f"worker{r}", "1", summary(r, colls, steps, world=8)))
+        sm = summary(r, colls, steps, world=8)  # as the cache gives it back: lists
+        ranks.append(TraceSummary(f"worker{r}", "1", {k: getattr(v, "tolist", lambda v=v: v)()
+                                                      for k, v in sm.items()}))
     t = time.perf_counter()
     out = combine(ranks, [])
     elapsed = time.perf_counter() - t
@@ -162,11 +168,11 @@ def test_dlrm_communication_is_union_of_each_ranks_nccl_kernels():
                        np.array([us0(e["ts"] + e["dur"]) for e in nccl]))
         cs, ce = union(np.array([us0(e["ts"]) for e in ks if not e["name"].startswith("nccl")]),
                        np.array([us0(e["ts"] + e["dur"]) for e in ks if not e["name"].startswith("nccl")]))
-        lo, hi = s["step_start"], s["step_end"]
-        comm_only = covered(ms, me, lo, hi) - (s["overlap"])
-        assert s["communication"].tolist() == comm_only.tolist()
+        lo, hi = np.array(s["step_start"]), np.array(s["step_end"])
+        comm_only = covered(ms, me, lo, hi) - np.array(s["overlap"])
+        assert s["communication"] == comm_only.tolist()
         both_s, both_e = union(np.concatenate((cs, ms)), np.concatenate((ce, me)))
-        assert (covered(both_s, both_e, lo, hi) - covered(cs, ce, lo, hi)).tolist() == s["communication"].tolist()
+        assert (covered(both_s, both_e, lo, hi) - covered(cs, ce, lo, hi)).tolist() == s["communication"]
         assert len(s["start"]) == len(nccl) and len(steps) >= 1
         assert set(s["ops"]) == {"all_to_all", "all_reduce"}  # SendRecv under nccl:all_to_all
         summaries.append(TraceSummary(name.split("_")[0], "1", s))
@@ -191,7 +197,7 @@ def test_record_param_comms_args_are_read_from_the_file(tmp_path):
     path = tmp_path / "w.pt.trace.json"
     path.write_text(json.dumps({"traceEvents": ev, "distributedInfo": {"rank": 3}}))
     s = summarise(analyze(read_trace(str(path))))
-    assert (s["rank"], s["ops"], s["groups"], s["bytes"].tolist()) == (3, ["all_gather"], ["3"], [20])
+    assert (s["rank"], s["ops"], s["groups"], s["bytes"]) == (3, ["all_gather"], ["3"], [20])
 
 
 def test_views_and_routes_over_http(client_for, tmp_path):

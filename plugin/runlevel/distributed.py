@@ -37,23 +37,39 @@ BUS_FACTOR = {
 
 
 # -- per trace -------------------------------------------------------------------------------
+#: Summary fields that are per-step or per-collective numbers (lists in the cache).
+ARRAYS = {"step_start": np.int64, "step_end": np.int64, "computation": np.int64,
+          "communication": np.int64, "overlap": np.int64, "other": np.int64,
+          "op": np.int32, "group": np.int32, "start": np.int64, "dur": np.int64,
+          "bytes": np.int64}
+
+
 def summarise(a: Any) -> dict:
-    """One rank's compact summary (JSON-able values and int64 arrays, ns)."""
+    """One rank's compact summary: JSON values only (per-step and per-collective numbers
+    as int lists, ns), since the cache keeps a span's payloads as JSON."""
     coll = collectives_of(a)
     split = comm_split(a, coll)
     info = a.trace.distributed_info or {}
     rank, world = info.get("rank"), info.get("world_size")
+    arrays = {
+        "step_start": a.steps.start, "step_end": a.steps.end,
+        "computation": split.computation, "communication": split.communication,
+        "overlap": split.overlap, "other": split.other,
+        "op": coll.op, "group": coll.group, "start": coll.start, "dur": coll.dur,
+        "bytes": coll.bytes,
+    }
     return {
         "rank": rank if isinstance(rank, int) and rank >= 0 else None,
         "world_size": world if isinstance(world, int) and world > 0 else None,
         "backend": info.get("backend") if isinstance(info.get("backend"), str) else None,
-        "steps": list(a.steps.names),
-        "step_start": a.steps.start.astype(np.int64), "step_end": a.steps.end.astype(np.int64),
-        "computation": split.computation, "communication": split.communication,
-        "overlap": split.overlap, "other": split.other,
-        "ops": coll.ops, "groups": coll.groups, "op": coll.op, "group": coll.group,
-        "start": coll.start, "dur": coll.dur, "bytes": coll.bytes,
+        "steps": list(a.steps.names), "ops": coll.ops, "groups": coll.groups,
+        **{k: np.asarray(v).astype(ARRAYS[k]).tolist() for k, v in arrays.items()},
     }
+
+
+def _with_arrays(summary: dict) -> dict:
+    """A summary with its number lists as numpy arrays (for the combination)."""
+    return {**summary, **{k: np.asarray(summary[k], dtype=t) for k, t in ARRAYS.items()}}
 
 
 def has_data(summary: dict | None, workers: int) -> bool:
@@ -61,7 +77,7 @@ def has_data(summary: dict | None, workers: int) -> bool:
     (``distributedInfo``) of a run with >= 2 workers (SPEC §4.3)."""
     if not summary:
         return False
-    return len(summary["start"]) > 0 or (workers >= 2 and summary["rank"] is not None)
+    return len(summary.get("start", ())) > 0 or (workers >= 2 and summary["rank"] is not None)
 
 
 # -- over the run ----------------------------------------------------------------------------
@@ -74,8 +90,9 @@ def _pick_ranks(summaries: list[TraceSummary], notes: list[str]) -> list[tuple[i
     """``[(rank, summary)]`` in rank order: one span per worker, one worker per rank."""
     by_worker: dict[str, TraceSummary] = {}
     for s in summaries:
-        if s.summary is None:
+        if not isinstance(s.summary, dict):
             continue
+        s = TraceSummary(s.worker, s.span, _with_arrays(s.summary))
         if s.worker in by_worker:
             notes.append(f"worker {s.worker} has several spans; span {by_worker[s.worker].span} "
                          f"is shown, span {s.span} is left out.")
