@@ -126,6 +126,8 @@ def test_bad_inputs_give_notes():
     assert "no trace for ranks 2, 3 of" in notes
     single = combine([TraceSummary("w0", "1", a)], [])
     assert single["straggler"] is None and "single rank" in " ".join(single["ranks"]["notes"])
+    stale = combine([TraceSummary("w0", "1", a), TraceSummary("w1", "1", None)], [])
+    assert "w1 span 1 has no distributed summary" in " ".join(stale["ranks"]["notes"])
     empty = combine([], [])
     assert empty["ranks"]["ranks"] == [] and empty["straggler"] is None
 

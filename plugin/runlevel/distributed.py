@@ -91,6 +91,8 @@ def _pick_ranks(summaries: list[TraceSummary], notes: list[str]) -> list[tuple[i
     by_worker: dict[str, TraceSummary] = {}
     for s in summaries:
         if not isinstance(s.summary, dict):
+            notes.append(f"worker {s.worker} span {s.span} has no distributed summary (analysed "
+                         "by an older version: clear the cache) and is left out.")
             continue
         s = TraceSummary(s.worker, s.span, _with_arrays(s.summary))
         if s.worker in by_worker:
