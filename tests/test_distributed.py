@@ -282,3 +282,16 @@ def test_gloo_job_names_the_slow_rank_and_the_others_wait_its_delay(tmp_path, wo
         # the slow rank's known sleep, each step, within 30 % (median over the steps)
         assert abs(np.median(per_step) - delay * 1e6) <= 0.3 * delay * 1e6, per_step
     assert {row[0] for row in out["collectives"]["rows"]} == {"all_reduce", "broadcast"}
+
+
+def test_summary_size_does_not_grow_with_the_ranks_events():
+    """The combination reads summaries only; a summary holds numbers per step and per
+    collective, so 2,000 more compute kernels leave its size unchanged."""
+    extra = [e for i in range(1000)
+             for e in launch("aten::add", 40 + i * 0.01, 0.005, "add_kernel", 70 + i * 0.02, 0.01,
+                             corr=100 + i, ext=100 + i)]
+    small = summarise(analyze(gpu_rank(0, 30)))
+    big = summarise(analyze(gpu_rank(0, 30, extra=extra)))
+    shape = lambda s: {k: len(v) if isinstance(v, list) else v for k, v in s.items()}  # noqa: E731
+    assert shape(big) == shape(small) and len(big["start"]) == 1
+    assert big["computation"] > small["computation"]  # the kernels were seen
