@@ -44,6 +44,7 @@ def test_canonical_op_names_across_nccl_rccl_and_torch_versions():
         "c10d::allreduce_": "all_reduce", "c10d::_allgather_base_": "all_gather",
         "c10d::_reduce_scatter_base_": "reduce_scatter", "c10d::alltoall_base_": "all_to_all",
         "allgather_into_tensor_coalesced": "all_gather", "send": "send", "recv": "recv",
+        "ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)": None,  # name from its range
         "aten::mm": None, "": None,
     }
     assert {k: canonical_op(k) for k in cases} == cases
@@ -295,3 +296,29 @@ def test_summary_size_does_not_grow_with_the_ranks_events():
     shape = lambda s: {k: len(v) if isinstance(v, list) else v for k, v in s.items()}  # noqa: E731
     assert shape(big) == shape(small) and len(big["start"]) == 1
     assert big["computation"] > small["computation"]  # the kernels were seen
+
+
+def test_generic_kernel_named_by_range_and_process_groups_matched_apart():
+    """NCCL >= 2.19 / RCCL ``ncclDevKernel_Generic`` takes its op from the enclosing range;
+    the k-th call of a (process group, op) on each rank is the same collective."""
+    def rank(r, durs):
+        ev = [step(1, 0, 1000)]
+        for i, (pg, coll, dur) in enumerate(durs):
+            t = 100 * i
+            ev += [comms("record_param_comms", t, 5, coll=coll, nelems=8, pg=pg, ext=500 + i),
+                   *launch(f"nccl:{coll}", t + 1, 3, "ncclDevKernel_Generic_4(x)", t + 5, dur,
+                           corr=10 + i, ext=10 + i)]
+        return summarise(analyze(build(ev, distributed_info={"rank": r, "world_size": 2})))
+
+    # FSDP: all_gather in group "a" (shard group), reduce_scatter in "a", all_reduce in "b"
+    s0 = rank(0, [("a", "_allgather_base", 50), ("b", "allreduce", 10), ("a", "_reduce_scatter_base", 30)])
+    s1 = rank(1, [("b", "allreduce", 40), ("a", "_allgather_base", 20), ("a", "_reduce_scatter_base", 30)])
+    assert s0["ops"] == ["all_gather", "all_reduce", "reduce_scatter"] and s0["groups"] == ["a", "b"]
+    out = combine([TraceSummary("w0", "1", s0), TraceSummary("w1", "1", s1)], [])
+    r0, r1 = out["ranks"]["ranks"]
+    assert r0["wait_by_collective_us"] == {"all_gather": 30, "all_reduce": 0, "reduce_scatter": 0}
+    assert r1["wait_by_collective_us"] == {"all_gather": 0, "all_reduce": 30, "reduce_scatter": 0}
+    rows = {r[0]: r for r in out["collectives"]["rows"]}
+    # 8 Float = 32 bytes; transfer 20 µs -> 32 B / 20,000 ns = 0.0016 GB/s; bus x (n-1)/n
+    assert rows["all_gather"][1:] == [1, 32, 32.0, 20, 20.0, 0.002, 0.001]
+    assert rows["all_reduce"][1:] == [1, 32, 32.0, 10, 10.0, 0.003, 0.003]
