@@ -22,6 +22,7 @@ READY_MS = 90_000
 def dlrm_url(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("logs")
     shutil.copytree(SHARED_TRACES / "param_v100_dlrm_8rank", logdir / "dlrm")
+    shutil.copytree(SHARED_TRACES / "hta_cpu_only_gloo", logdir / "gloo1")
     with stepscope_server(logdir) as base:
         yield f"{base}/data/plugin/stepscope"
 
@@ -56,5 +57,21 @@ def test_distributed_view_charts_straggler_deep_link_and_rank_click(browser, dlr
     assert "dist_step" not in q
     page.go_back()
     page.wait_for_selector("#dist-breakdown .main-svg", timeout=READY_MS)
+    watch.assert_clean()
+    context.close()
+
+
+def test_single_rank_run_shows_notes_and_no_straggler(browser, dlrm_url):
+    """One gloo rank of 300: per-rank charts, the missing ranks in a note, a null straggler
+    (the API's ``null`` answer is a value, not an error)."""
+    context, page, watch = open_page(browser, dlrm_url)
+    page.goto(f"{dlrm_url}/?run=gloo1&view=Distributed")
+    page.wait_for_selector("#dist-breakdown .main-svg", timeout=READY_MS)
+    page.wait_for_selector("#dist-straggler", timeout=READY_MS)
+    assert "No straggler analysis" in page.locator("#dist-straggler").inner_text()
+    notes = page.locator("#dist-notes").inner_text()
+    assert "299 of 300 ranks are missing" in notes and "single rank" in notes
+    assert page.locator(".error-panel").count() == 0
+    screenshot(page, "frontend_distributed_single_rank")
     watch.assert_clean()
     context.close()
