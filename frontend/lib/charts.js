@@ -205,7 +205,7 @@ export async function drawStackedBars(node, { x, series, yTitle, onClick }) {
 /** A heat map of µs values `z[row][col]` (rows `y`, columns `x`, labels escaped here). */
 export async function drawHeatmap(node, { x, y, z, title }) {
   const data = [{
-    type: "heatmap", x: x.map(escapeHtml), y: y.map(escapeHtml), z, colorscale: "YlOrRd", reversescale: true,
+    type: "heatmap", x: x.map(escapeHtml), y: y.map(escapeHtml), z, zmin: 0, colorscale: "YlOrRd", reversescale: true,
     hovertemplate: "%{y} · %{x}<br>%{text}<extra></extra>",
     text: z.map((row) => row.map((v) => escapeHtml(formatDuration(v)))),
     colorbar: { title: { text: escapeHtml(title) } },

@@ -121,7 +121,7 @@ export async function render(root, ctx) {
     (box) => drawStackedBars(box, { x: labels, yTitle: "Collective time", onClick: click,
       series: series([["wait_us", "Wait", "#e15759"], ["transfer_us", "Transfer", "#59a14f"]]) }));
   const heat = heatmapData(ranks);
-  const heatCard = heat.x.length ? chartCard("Wait per rank and collective", "dist-heatmap",
+  const heatCard = heat.x.length && ranks.length > 1 ? chartCard("Wait per rank and collective", "dist-heatmap",
     (box) => drawHeatmap(box, { ...heat, title: "wait" })) : null;
   const links = card("Ranks", el("p", { id: "dist-ranks" }, "Open a rank's overview: ",
     ranks.map((r, i) => [i ? " · " : "", el("a", { href: rankQuery(ctx.state, r) || "?", dataset: { rank: String(r.rank) },
