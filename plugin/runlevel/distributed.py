@@ -120,52 +120,56 @@ def _pick_ranks(summaries: list[TraceSummary], notes: list[str]) -> list[tuple[i
     return sorted(picked.items())
 
 
+def _key_slices(sm: dict, keys: dict[tuple[str, str], int]) -> dict[int, np.ndarray]:
+    """``{key id: indices of the rank's collectives of that (group, op), in start order}``;
+    new (group, op) pairs are added to ``keys``."""
+    pairs = {(g, o): keys.setdefault((sm["groups"][g], sm["ops"][o]), len(keys))
+             for g in range(len(sm["groups"])) for o in range(len(sm["ops"]))}
+    table = np.array([pairs[(g, o)] for g in range(len(sm["groups"])) for o in range(len(sm["ops"]))]
+                     or [0], dtype=np.int64)
+    kid = table[sm["group"].astype(np.int64) * max(len(sm["ops"]), 1) + sm["op"]]
+    order = np.argsort(kid, kind="stable")  # by key, then start order
+    bounds = np.searchsorted(kid[order], np.arange(len(keys) + 1))
+    return {k: order[bounds[k]:bounds[k + 1]] for k in range(len(keys)) if bounds[k + 1] > bounds[k]}
+
+
 def _match(ranks: list[tuple[int, TraceSummary]], notes: list[str]):
     """Per rank: wait (ns) of each of its collectives, and per rank the times it arrived last.
 
     Returns ``(waits, last, calls)``: ``waits[i]`` int64 per collective of rank ``i``;
-    ``last[i]`` count; ``calls``: ``{op: [(transfer ns, bytes, n ranks)]}`` per matched call.
+    ``last[i]`` count; ``calls``: ``{op: [(transfer ns array, bytes array, ranks)]}``.
     """
-    keys = []  # per rank: (group name, op name) per collective
-    for _rank, s in ranks:
-        sm = s.summary
-        keys.append([(sm["groups"][g], sm["ops"][o]) for g, o in zip(sm["group"].tolist(), sm["op"].tolist())])
-    occurrences: dict[tuple, list[list[int]]] = defaultdict(lambda: [[] for _ in ranks])
-    for i, ks in enumerate(keys):
-        for j, k in enumerate(ks):
-            occurrences[k][i].append(j)
-    waits = [np.zeros(len(ks), dtype=np.int64) for ks in keys]
-    last = [0] * len(ranks)
-    calls: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-    for (group, op), per_rank in occurrences.items():
-        members = [i for i, idx in enumerate(per_rank) if idx]
-        counts = {len(per_rank[i]) for i in members}
+    keys: dict[tuple[str, str], int] = {}
+    slices = [_key_slices(s.summary, keys) for _r, s in ranks]
+    waits = [np.zeros(len(s.summary["start"]), dtype=np.int64) for _r, s in ranks]
+    last = np.zeros(len(ranks), dtype=np.int64)
+    calls: dict[str, list[tuple[np.ndarray, np.ndarray, int]]] = defaultdict(list)
+    for (group, op), k in keys.items():
+        members = [i for i, sl in enumerate(slices) if k in sl]
+        if not members:  # a (group, op) pair no rank ran
+            continue
+        counts = [len(slices[i][k]) for i in members]
         n = min(counts)
-        if len(counts) > 1:
-            detail = ", ".join(f"rank {ranks[i][0]}: {len(per_rank[i])}" for i in members)
+        if len(set(counts)) > 1:
+            detail = ", ".join(f"rank {ranks[i][0]}: {c}" for i, c in zip(members, counts))
             notes.append(f"ranks made different numbers of {op} calls in group {group} "
                          f"({detail}); the first {n} of each are matched, the rest count "
                          "as transfer without wait.")
+        for i in members:  # calls beyond the matched ones: their own duration is the transfer
+            sm, extra = ranks[i][1].summary, slices[i][k][n if len(members) > 1 else 0:]
+            if len(extra):
+                calls[op].append((sm["dur"][extra], sm["bytes"][extra], 1))
         if len(members) < 2:
-            for i in members:  # unmatched: its own duration is the transfer
-                sm = ranks[i][1].summary
-                for j in per_rank[i]:
-                    calls[op].append((int(sm["dur"][j]), int(sm["bytes"][j]), 1))
             continue
-        idx = np.array([per_rank[i][:n] for i in members], dtype=np.int64)  # (members, n)
-        durs = np.stack([ranks[i][1].summary["dur"][idx[k]] for k, i in enumerate(members)])
+        idx = [slices[i][k][:n] for i in members]
+        durs = np.stack([ranks[i][1].summary["dur"][ix] for i, ix in zip(members, idx)])
+        nbytes = np.stack([ranks[i][1].summary["bytes"][ix] for i, ix in zip(members, idx)]).max(axis=0)
         transfer = durs.min(axis=0)
-        for k, i in enumerate(members):
-            waits[i][idx[k]] = durs[k] - transfer
-            sm = ranks[i][1].summary
-            for j in per_rank[i][n:]:
-                calls[op].append((int(sm["dur"][j]), int(sm["bytes"][j]), 1))
-        nbytes = np.max(np.stack([ranks[i][1].summary["bytes"][idx[k]]
-                                  for k, i in enumerate(members)]), axis=0)
-        for who in np.argmin(durs, axis=0).tolist():
-            last[members[who]] += 1
-        calls[op] += zip(transfer.tolist(), nbytes.tolist(), [len(members)] * n)
-    return waits, last, calls
+        for row, (i, ix) in enumerate(zip(members, idx)):
+            waits[i][ix] = durs[row] - transfer
+        np.add.at(last, np.array(members)[np.argmin(durs, axis=0)], 1)
+        calls[op].append((transfer, nbytes, len(members)))
+    return waits, last.tolist(), calls
 
 
 def _rank_entry(rank: int, s: TraceSummary, wait: np.ndarray) -> tuple[dict, int]:
@@ -196,27 +200,28 @@ def _rank_entry(rank: int, s: TraceSummary, wait: np.ndarray) -> tuple[dict, int
     return entry, total_wait
 
 
-def _collective_table(calls: dict[str, list[tuple[int, int, int]]]) -> dict:
+def _collective_table(calls: dict[str, list[tuple[np.ndarray, np.ndarray, int]]]) -> dict:
     """Chart table per op: calls, bytes total/avg, transfer total/avg, algbw/busbw (GB/s)."""
     num = lambda n: {"type": "number", "name": n}  # noqa: E731
     columns = [{"type": "string", "name": "Name"}] + [num(n) for n in (
         "Calls", "Total Bytes", "Avg Bytes", "Total Transfer (µs)", "Avg Transfer (µs)",
         "Algorithmic Bandwidth (GB/s)", "Bus Bandwidth (GB/s)")]
     rows = []
-    for op, cs in sorted(calls.items()):
-        transfer = np.array([c[0] for c in cs], dtype=np.int64)
-        nbytes = np.array([c[1] for c in cs], dtype=np.int64)
+    for op, parts in calls.items():
+        transfer = np.concatenate([p[0] for p in parts]).astype(np.int64)
+        nbytes = np.concatenate([p[1] for p in parts]).astype(np.int64)
         known = nbytes >= 0
         total_b = int(nbytes[known].sum()) if known.any() else None
         avg_b = round(total_b / int(known.sum()), 1) if known.any() else None
         known_t = int(transfer[known].sum())
         algbw = round(total_b / known_t, 3) if known.any() and known_t > 0 else None  # B/ns = GB/s
-        n = max(c[2] for c in cs)
+        n = max(p[2] for p in parts)
         factor = BUS_FACTOR.get(op, lambda n: 1.0)(n) if n > 1 else 1.0
         busbw = round(total_b / known_t * factor, 3) if algbw is not None else None
-        rows.append([op, len(cs), total_b, avg_b, us(int(transfer.sum())),
-                     round(int(transfer.sum()) / len(cs) / 1000, 1), algbw, busbw])
-    rows.sort(key=lambda r: -r[4])
+        calls_n, total_t = len(transfer), int(transfer.sum())
+        rows.append([op, calls_n, total_b, avg_b, us(total_t), round(total_t / calls_n / 1000, 1),
+                     algbw, busbw])
+    rows.sort(key=lambda r: (-r[4], r[0]))
     return {"columns": columns, "rows": rows}
 
 
@@ -271,7 +276,7 @@ def combine(summaries: list[TraceSummary], failed: list[tuple[str, str, str]]) -
         entry, total = _rank_entry(rank, s, wait)
         entries.append(entry)
         totals.append(total)
-    n_coll = sum(len(c) for c in calls.values())
+    n_coll = sum(len(p[0]) for parts in calls.values() for p in parts if p[2] > 1)
     return {
         "ranks": {"world_size": world, "ranks": entries, "notes": notes},
         "collectives": _collective_table(calls),
