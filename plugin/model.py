@@ -43,6 +43,7 @@ EVENT_COLUMNS: dict[str, tuple[type, str]] = {
     "occupancy": (np.float64, "args['est. achieved occupancy %'] in percent; nan"),
     "shape": (np.int32, "input dims, index into shapes; -1 when absent"),
     "stack": (np.int32, "call stack, index into stacks; -1 when absent"),
+    "comm": (np.int32, "record_param_comms args, index into comms; -1 when absent"),
 }
 
 #: Memory instant events (``[memory]``), columns of equal length, in file order.
@@ -91,6 +92,9 @@ class Trace:
     notes: list[Note] = field(default_factory=list)
     #: how many events of each ``ph`` the file held, including those not kept
     phase_counts: dict[str, int] = field(default_factory=dict)
+    #: ``(collective name, in msg nelems, out msg nelems, dtype, process group)`` of
+    #: ``record_param_comms`` events (None / -1 where absent), indexed by the ``comm`` column
+    comms: list[tuple] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.events["kind"])
@@ -130,7 +134,7 @@ class Trace:
         for col, lim in (("name", len(self.strings)), ("cat", len(self.strings)),
                          ("thread", len(self.threads))):
             assert n == 0 or (0 <= self.events[col].min() and self.events[col].max() < lim), col
-        for col, table in (("shape", self.shapes), ("stack", self.stacks)):
+        for col, table in (("shape", self.shapes), ("stack", self.stacks), ("comm", self.comms)):
             assert n == 0 or self.events[col].max() < len(table), col
         m = len(self.memory["ts"])
         for col, (dtype, _) in MEMORY_COLUMNS.items():

@@ -91,6 +91,37 @@ COLLECTIVE_OP_NAME = re.compile(
 #: Kernels that are communication by their own name.
 COMMUNICATION_KERNEL_NAME = re.compile(r"^(nccl|rccl)", re.IGNORECASE)
 
+# --- distributed view (SPEC §4.3) ------------------------------------------------------------
+
+#: Host ranges that *are* a CPU collective (gloo runs each on its own worker thread; the
+#: range spans the wait for the peers and the transfer).
+HOST_COLLECTIVE_RANGE = re.compile(r"^gloo:")
+#: The collective op of a kernel name across NCCL/RCCL versions:
+#: ``ncclKernel_AllReduce_RING_LL_Sum_float``, ``ncclDevKernel_AllGather_RING_LL``, ...
+COLLECTIVE_KERNEL_OP = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+?)(?:_|\(|$)",
+                                  re.IGNORECASE)
+#: Spellings of collective ops (range names, kernel names, ``Collective name`` args) ->
+#: the view's op name; keys are lower case without ``_`` (see
+#: :func:`stepscope.analysis.collectives.canonical_op`).
+COLLECTIVE_OPS = {
+    "allreduce": "all_reduce", "allreducecoalesced": "all_reduce",
+    "allgather": "all_gather", "allgatherbase": "all_gather",
+    "allgatherintotensor": "all_gather", "allgatherintotensorcoalesced": "all_gather",
+    "allgathercoalesced": "all_gather",
+    "reducescatter": "reduce_scatter", "reducescatterbase": "reduce_scatter",
+    "reducescattertensor": "reduce_scatter", "reducescattertensorcoalesced": "reduce_scatter",
+    "alltoall": "all_to_all", "alltoallbase": "all_to_all", "alltoallsingle": "all_to_all",
+    "alltoallv": "all_to_all",
+    "broadcast": "broadcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter",
+    "barrier": "barrier", "send": "send", "recv": "recv", "sendrecv": "send_recv",
+    "recvanysource": "recv",
+}
+#: Bytes per element of the ``dtype`` arg of ``record_param_comms``.
+DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2,
+               "double": 8, "float64": 8, "long": 8, "int64": 8, "int": 4, "int32": 4,
+               "short": 2, "int16": 2, "byte": 1, "uint8": 1, "char": 1, "int8": 1,
+               "bool": 1}
+
 # --- operator view (SPEC §2.4) -------------------------------------------------------------
 
 #: Host ops left out of the operator table (besides ProfilerStep and DataLoader __next__).

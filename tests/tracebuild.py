@@ -139,6 +139,7 @@ def build(events: list[dict], *, device_properties: Optional[list[dict]] = None,
     threads: dict[tuple, int] = {}
     shapes: dict[str, int] = {}
     stacks: dict[str, int] = {}
+    comms: dict[tuple, int] = {}
     cols: dict[str, list] = {k: [] for k in EVENT_COLUMNS}
     mem: dict[str, list] = {k: [] for k in MEMORY_COLUMNS}
     for e in events:
@@ -180,6 +181,10 @@ def build(events: list[dict], *, device_properties: Optional[list[dict]] = None,
                              if host and dims is not None else -1)
         cs = args.get("Call stack")
         cols["stack"].append(stacks.setdefault(cs, len(stacks)) if host and cs else -1)
+        comm = (args.get("Collective name"), args.get("In msg nelems", -1),
+                args.get("Out msg nelems", -1), args.get("dtype"), args.get("Process Group Name"))
+        cols["comm"].append(comms.setdefault(comm, len(comms))
+                            if host and (comm[0] is not None or comm[1] != -1) else -1)
     arrays = {k: np.array(v, dtype=EVENT_COLUMNS[k][0]) for k, v in cols.items()}
     origin = int(arrays["start"].min()) if len(arrays["start"]) else 0
     arrays["start"] -= origin
@@ -187,7 +192,7 @@ def build(events: list[dict], *, device_properties: Optional[list[dict]] = None,
     memory_cols["ts"] -= origin
     trace = Trace(path=path, origin_ns=origin, events=arrays, strings=list(strings),
                   threads=list(threads), shapes=list(shapes), stacks=list(stacks),
-                  memory=memory_cols, device_properties=list(device_properties or []),
+                  comms=list(comms), memory=memory_cols, device_properties=list(device_properties or []),
                   distributed_info=dict(distributed_info or {}), metadata=dict(metadata or {}))
     trace.check()
     return trace

@@ -49,12 +49,14 @@ function sleep(ms, signal) {
   });
 }
 
+/** The answer's JSON value (`null` is a value: distributed/straggler answers it), or
+ * undefined when the body is not JSON. */
 async function readBody(resp) {
   const text = await resp.text();
   try {
     return JSON.parse(text);
   } catch {
-    return null;
+    return undefined;
   }
 }
 
@@ -80,7 +82,7 @@ export async function getJSON(path, params = {}, { signal, onProgress } = {}) {
       continue;
     }
     if (!resp.ok) throw new ApiError(resp.status, body, url);
-    if (body === null) throw new ApiError(resp.status, { error: "the server sent a reply that is not JSON" }, url);
+    if (body === undefined) throw new ApiError(resp.status, { error: "the server sent a reply that is not JSON" }, url);
     return body;
   }
 }

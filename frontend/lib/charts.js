@@ -170,3 +170,46 @@ export function axisUnit(maxUs) {
   if (maxUs >= 1e3) return ["ms", 1e3];
   return ["µs", 1];
 }
+
+/**
+ * Stacked bars over categories `x` (labels, escaped here): `series` [{name, values (µs),
+ * color}], y axis in the unit that fits. `onClick(index)` hears a click on column `index`.
+ */
+export async function drawStackedBars(node, { x, series, yTitle, onClick }) {
+  const totals = x.map((_, i) => series.reduce((s, c) => s + (Number(c.values[i]) || 0), 0));
+  const [unit, scale] = axisUnit(Math.max(...totals, 1));
+  const labels = x.map((v) => escapeHtml(v));
+  const data = series.map((c) => ({
+    type: "bar", name: escapeHtml(c.name), x: labels, y: c.values.map((v) => (Number(v) || 0) / scale),
+    marker: { color: c.color },
+    hovertext: c.values.map((v, i) => [labels[i], `<b>${escapeHtml(c.name)}: ${escapeHtml(formatDuration(v))}</b>`,
+      `Share: ${escapeHtml(formatPercent(totals[i] ? 100 * v / totals[i] : 0))}`].join("<br>")),
+    hoverinfo: "text",
+  }));
+  await plot(node, data, {
+    barmode: "stack", bargap: x.length < 4 ? 0.6 : 0.3, margin: { l: 64, r: 20, t: 10, b: 40 },
+    xaxis: { type: "category", fixedrange: true },
+    yaxis: { title: { text: `${yTitle} (${unit})` }, fixedrange: true, gridcolor: "#e4e7eb", rangemode: "tozero" },
+    legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom", traceorder: "normal" },
+  });
+  if (onClick && !node.dataset.clickBound) {
+    node.dataset.clickBound = "1";
+    node.on?.("plotly_click", (ev) => {
+      const i = ev?.points?.[0]?.pointIndex;
+      if (Number.isInteger(i)) onClick(i);
+    });
+  }
+  return node;
+}
+
+/** A heat map of µs values `z[row][col]` (rows `y`, columns `x`, labels escaped here). */
+export async function drawHeatmap(node, { x, y, z, title }) {
+  const data = [{
+    type: "heatmap", x: x.map(escapeHtml), y: y.map(escapeHtml), z, zmin: 0, colorscale: "YlOrRd", reversescale: true,
+    hovertemplate: "%{y} · %{x}<br>%{text}<extra></extra>",
+    text: z.map((row) => row.map((v) => escapeHtml(formatDuration(v)))),
+    colorbar: { title: { text: escapeHtml(title) } },
+  }];
+  return plot(node, data, { margin: { l: 80, r: 20, t: 10, b: 60 },
+    xaxis: { type: "category", fixedrange: true }, yaxis: { type: "category", fixedrange: true, autorange: "reversed" } });
+}

@@ -14,7 +14,7 @@ import os
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 
@@ -43,6 +43,7 @@ class Part:
     threads: list
     shapes: list
     stacks: list
+    comms: list
     memory: list[dict[str, np.ndarray]]
     phases: dict
     entries: int
@@ -69,6 +70,7 @@ class ColumnBuilder:
         self.threads: dict[tuple, int] = _interner()
         self.shapes: dict[str, int] = {}
         self.stacks: dict[str, int] = {}
+        self.comms: dict[tuple, int] = {}
         self._raw_shapes: dict[bytes, int] = {}
         self._kind_of: list[int] = []      # string id -> Kind of that string as a category
         self._is_step: list[bool] = []     # string id -> matches ProfilerStep#N
@@ -209,6 +211,7 @@ class ColumnBuilder:
             **_kernel_columns(args, kind, self.bad_values),
         }
         cols["shape"], cols["stack"] = self._host_columns(args, kind)
+        cols["comm"] = self._comm_column(args, kind)
         return cols, ok
 
     def _host_columns(self, args: list, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -231,12 +234,25 @@ class ColumnBuilder:
                 stack[i] = stacks.setdefault(a.call_stack, len(stacks))
         return shape, stack
 
+    def _comm_column(self, args: list, kind: np.ndarray) -> np.ndarray:
+        """``record_param_comms`` args of host events (SPEC §4.3), interned in ``comms``."""
+        comm = np.full(len(args), -1, dtype=np.int32)
+        for i in np.flatnonzero(np.isin(kind, HOST_KINDS)).tolist():
+            a = args[i]
+            if a is None or (a.collective_name is None and a.in_nelems is None):
+                continue
+            pg = a.pg_name if a.pg_name is not None else a.pg_id
+            key = (_text(a.collective_name), _count(a.in_nelems), _count(a.out_nelems),
+                   _text(a.dtype), None if pg is None or isinstance(pg, (list, dict)) else str(pg))
+            comm[i] = self.comms.setdefault(key, len(self.comms))
+        return comm
+
     # --- parts built elsewhere (another process) ---------------------------------------
 
     def export(self) -> Part:
         """What this builder holds, as a :class:`Part` another builder can :meth:`merge`."""
         return Part(self.chunks, self.ok, list(self.strings), list(self.threads),
-                    list(self.shapes), list(self.stacks), self.memory, dict(self.phases),
+                    list(self.shapes), list(self.stacks), list(self.comms), self.memory, dict(self.phases),
                     self.entries, dict(self.bad_values), self.non_events, self.flows)
 
     def merge(self, part: Part) -> None:
@@ -248,8 +264,11 @@ class ColumnBuilder:
                           + [-1], dtype=np.int32)  # index -1 (absent) stays -1
         stacks = np.array([self.stacks.setdefault(s, len(self.stacks)) for s in part.stacks]
                           + [-1], dtype=np.int32)
+        comms = np.array([self.comms.setdefault(c, len(self.comms)) for c in part.comms]
+                         + [-1], dtype=np.int32)
         for cols in part.chunks:
             cols = dict(cols)
+            cols["comm"] = comms[cols["comm"]]
             cols["name"], cols["cat"] = names[cols["name"]], names[cols["cat"]]
             cols["thread"] = threads[cols["thread"]]
             cols["shape"], cols["stack"] = shapes[cols["shape"]], stacks[cols["stack"]]
@@ -312,6 +331,7 @@ class ColumnBuilder:
             strings=[s if type(s) is str else "" for s in self.strings],
             threads=[tuple(None if _bad_lane(v) else v for v in lane) for lane in self.threads],
             shapes=list(self.shapes), stacks=list(self.stacks), memory=memory,
+            comms=list(self.comms),
             device_properties=meta.device_properties, distributed_info=meta.distributed_info,
             metadata=meta.other,
             notes=notes, phase_counts=dict(self.phases),
@@ -408,6 +428,16 @@ def _lane_int(v: Union[int, str, None]) -> int:
         return v if INT64_MIN <= v <= INT64_MAX else -1
     m = _STREAM.search(v) if isinstance(v, str) else None
     return int(m.group(1)) if m else -1
+
+
+def _text(v: Any) -> str | None:
+    """A string arg, else None."""
+    return v if type(v) is str else None
+
+
+def _count(v: Any) -> int:
+    """A non-negative int arg (element count) within int64, else -1."""
+    return v if type(v) is int and 0 <= v <= INT64_MAX else -1
 
 
 def _link_columns(args: list, kind: np.ndarray, pids: list, tids: list) -> dict:

@@ -57,6 +57,13 @@ class Args(msgspec.Struct, gc=False):
     bytes: Any = F(default=None, name="Bytes")
     total_allocated: Any = F(default=None, name="Total Allocated")
     total_reserved: Any = F(default=None, name="Total Reserved")
+    # record_param_comms (SPEC §4.3)
+    collective_name: Any = F(default=None, name="Collective name")
+    in_nelems: Any = F(default=None, name="In msg nelems")
+    out_nelems: Any = F(default=None, name="Out msg nelems")
+    dtype: Any = None
+    pg_name: Any = F(default=None, name="Process Group Name")
+    pg_id: Any = None
 
 
 #: Any JSON value but an object (msgspec unions take one object type: here Args or Event).

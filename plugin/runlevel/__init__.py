@@ -61,8 +61,13 @@ class RunAnalysis:
     routes: tuple[RunRoute, ...]
 
 
+def _analyses() -> tuple[RunAnalysis, ...]:
+    from .distributed import DISTRIBUTED  # imports this module's classes
+    return (DISTRIBUTED,)
+
+
 #: Every run-level analysis. The distributed and diff views add theirs here.
-RUNLEVEL: tuple[RunAnalysis, ...] = ()
+RUNLEVEL: tuple[RunAnalysis, ...] = _analyses()
 
 
 def summaries_of(analysis: Any, runlevel: tuple[RunAnalysis, ...] | None = None) -> dict:

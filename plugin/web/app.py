@@ -34,6 +34,8 @@ from .. import __version__, runlevel
 from ..discovery import display_name
 from ..errors import BadParameter, Loading, NotFound, NotReady, StepscopeError
 from ..fs import LOCAL
+from ..runlevel.distributed import DISTRIBUTED
+from ..runlevel.distributed import has_data as distributed_has_data
 from ..store.pool import Analyser, Progress, default_jobs
 from ..store.scheduler import Ready, Store
 from ..views import ROUTES as VIEW_ROUTES  # the view registry's routes
@@ -123,8 +125,18 @@ def spans() -> Response:
 
 
 def views() -> Response:
+    """The span's views; plus ``Distributed`` (a run-level view) when the span's run
+    qualifies (:func:`stepscope.runlevel.distributed.has_data`)."""
     ready = lookup()
-    return ready if isinstance(ready, Response) else json_response(ready.names())
+    if isinstance(ready, Response):
+        return ready
+    names = ready.names()
+    summary = getattr(ready.viewset, "summaries", {}).get(DISTRIBUTED.name)
+    if summary is not None and DISTRIBUTED in runlevel.RUNLEVEL:
+        (run,) = params("run")
+        if distributed_has_data(summary, len(app_store(current_app).workers(run))):
+            names.append("Distributed")
+    return json_response(names)
 
 
 def notes() -> Response:

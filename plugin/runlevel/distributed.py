@@ -1,0 +1,295 @@
+"""The Distributed view (SPEC §4.3): per-rank summaries, combined over a run's ranks.
+
+``summarise(analysis)`` (per trace, in the analysis worker, cached): the rank, its steps
+(start, end and computation / communication / overlap / other, ns) and its collectives
+(op, process group, start, duration, bytes) as numpy arrays: a few numbers per step and
+per collective, never events.
+
+``combine(summaries, failed)`` (in the server): ranks are matched by
+``distributedInfo.rank`` (else a trailing integer of the worker name); the k-th collective
+of a (process group, op) on each rank is the same collective. Its **transfer** is the
+shortest duration over the ranks, the **wait** on a rank is duration - transfer (the
+collective's first ``wait`` ns); a rank's wait per step is the union of its wait intervals
+in the step. The straggler is the rank with the smallest total wait, named when it is below
+half the median wait of the others. Only durations are compared across ranks, never clocks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from ..analysis.collectives import collectives_of, comm_split
+from ..analysis.intervals import covered, union
+from ..units import us, us_list
+from . import RunAnalysis, RunRoute, TraceSummary
+
+#: nccl-tests' bus bandwidth factors for ``n`` ranks (SPEC §4.3).
+BUS_FACTOR = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+}
+
+
+# -- per trace -------------------------------------------------------------------------------
+#: Summary fields that are per-step or per-collective numbers (lists in the cache).
+ARRAYS = {"step_start": np.int64, "step_end": np.int64, "computation": np.int64,
+          "communication": np.int64, "overlap": np.int64, "other": np.int64,
+          "op": np.int32, "group": np.int32, "start": np.int64, "dur": np.int64,
+          "bytes": np.int64}
+
+
+def summarise(a: Any) -> dict:
+    """One rank's compact summary: JSON values only (per-step and per-collective numbers
+    as int lists, ns), since the cache keeps a span's payloads as JSON."""
+    coll = collectives_of(a)
+    split = comm_split(a, coll)
+    info = a.trace.distributed_info or {}
+    rank, world = info.get("rank"), info.get("world_size")
+    arrays = {
+        "step_start": a.steps.start, "step_end": a.steps.end,
+        "computation": split.computation, "communication": split.communication,
+        "overlap": split.overlap, "other": split.other,
+        "op": coll.op, "group": coll.group, "start": coll.start, "dur": coll.dur,
+        "bytes": coll.bytes,
+    }
+    return {
+        "rank": rank if isinstance(rank, int) and rank >= 0 else None,
+        "world_size": world if isinstance(world, int) and world > 0 else None,
+        "backend": info.get("backend") if isinstance(info.get("backend"), str) else None,
+        "steps": list(a.steps.names), "ops": coll.ops, "groups": coll.groups,
+        **{k: np.asarray(v).astype(ARRAYS[k]).tolist() for k, v in arrays.items()},
+    }
+
+
+def _with_arrays(summary: dict) -> dict:
+    """A summary with its number lists as numpy arrays (for the combination)."""
+    return {**summary, **{k: np.asarray(summary[k], dtype=t) for k, t in ARRAYS.items()}}
+
+
+def has_data(summary: dict | None, workers: int) -> bool:
+    """Whether a span shows the Distributed tab: it has collectives, or it is a rank
+    (``distributedInfo``) of a run with >= 2 workers (SPEC §4.3)."""
+    if not summary:
+        return False
+    return len(summary.get("start", ())) > 0 or (workers >= 2 and summary["rank"] is not None)
+
+
+# -- over the run ----------------------------------------------------------------------------
+def _trailing_int(worker: str) -> int | None:
+    m = re.search(r"(\d+)$", worker)
+    return int(m.group(1)) if m else None
+
+
+def _pick_ranks(summaries: list[TraceSummary], notes: list[str]) -> list[tuple[int, TraceSummary]]:
+    """``[(rank, summary)]`` in rank order: one span per worker, one worker per rank."""
+    by_worker: dict[str, TraceSummary] = {}
+    for s in summaries:
+        if not isinstance(s.summary, dict):
+            notes.append(f"worker {s.worker} span {s.span} has no distributed summary (analysed "
+                         "by an older version: clear the cache) and is left out.")
+            continue
+        s = TraceSummary(s.worker, s.span, _with_arrays(s.summary))
+        if s.worker in by_worker:
+            notes.append(f"worker {s.worker} has several spans; span {by_worker[s.worker].span} "
+                         f"is shown, span {s.span} is left out.")
+            continue
+        by_worker[s.worker] = s
+    picked: dict[int, TraceSummary] = {}
+    for i, (worker, s) in enumerate(by_worker.items()):
+        rank = s.summary["rank"]
+        if rank is None:
+            rank = _trailing_int(worker)
+            if rank is None:
+                rank = i
+                notes.append(f"worker {worker} has no distributedInfo rank and its name ends "
+                             f"in no number: it is shown as rank {rank} (its position).")
+            else:
+                notes.append(f"worker {worker} has no distributedInfo rank: rank {rank} is "
+                             "taken from its name.")
+        if rank in picked:
+            notes.append(f"workers {picked[rank].worker} and {worker} both claim rank {rank}; "
+                         f"{worker} is left out.")
+            continue
+        picked[rank] = s
+    return sorted(picked.items())
+
+
+def _key_slices(sm: dict, keys: dict[tuple[str, str], int]) -> dict[int, np.ndarray]:
+    """``{key id: indices of the rank's collectives of that (group, op), in start order}``;
+    new (group, op) pairs are added to ``keys``."""
+    pairs = {(g, o): keys.setdefault((sm["groups"][g], sm["ops"][o]), len(keys))
+             for g in range(len(sm["groups"])) for o in range(len(sm["ops"]))}
+    table = np.array([pairs[(g, o)] for g in range(len(sm["groups"])) for o in range(len(sm["ops"]))]
+                     or [0], dtype=np.int64)
+    kid = table[sm["group"].astype(np.int64) * max(len(sm["ops"]), 1) + sm["op"]]
+    order = np.argsort(kid, kind="stable")  # by key, then start order
+    bounds = np.searchsorted(kid[order], np.arange(len(keys) + 1))
+    return {k: order[bounds[k]:bounds[k + 1]] for k in range(len(keys)) if bounds[k + 1] > bounds[k]}
+
+
+def _match(ranks: list[tuple[int, TraceSummary]], notes: list[str]):
+    """Per rank: wait (ns) of each of its collectives, and per rank the times it arrived last.
+
+    Returns ``(waits, last, calls)``: ``waits[i]`` int64 per collective of rank ``i``;
+    ``last[i]`` count; ``calls``: ``{op: [(transfer ns array, bytes array, ranks)]}``.
+    """
+    keys: dict[tuple[str, str], int] = {}
+    slices = [_key_slices(s.summary, keys) for _r, s in ranks]
+    waits = [np.zeros(len(s.summary["start"]), dtype=np.int64) for _r, s in ranks]
+    last = np.zeros(len(ranks), dtype=np.int64)
+    calls: dict[str, list[tuple[np.ndarray, np.ndarray, int]]] = defaultdict(list)
+    for (group, op), k in keys.items():
+        members = [i for i, sl in enumerate(slices) if k in sl]
+        if not members:  # a (group, op) pair no rank ran
+            continue
+        counts = [len(slices[i][k]) for i in members]
+        n = min(counts)
+        if len(set(counts)) > 1:
+            detail = ", ".join(f"rank {ranks[i][0]}: {c}" for i, c in zip(members, counts))
+            notes.append(f"ranks made different numbers of {op} calls in group {group} "
+                         f"({detail}); the first {n} of each are matched, the rest count "
+                         "as transfer without wait.")
+        for i in members:  # calls beyond the matched ones: their own duration is the transfer
+            sm, extra = ranks[i][1].summary, slices[i][k][n if len(members) > 1 else 0:]
+            if len(extra):
+                calls[op].append((sm["dur"][extra], sm["bytes"][extra], 1))
+        if len(members) < 2:
+            continue
+        idx = [slices[i][k][:n] for i in members]
+        durs = np.stack([ranks[i][1].summary["dur"][ix] for i, ix in zip(members, idx)])
+        nbytes = np.stack([ranks[i][1].summary["bytes"][ix] for i, ix in zip(members, idx)]).max(axis=0)
+        transfer = durs.min(axis=0)
+        for row, (i, ix) in enumerate(zip(members, idx)):
+            waits[i][ix] = durs[row] - transfer
+        np.add.at(last, np.array(members)[np.argmin(durs, axis=0)], 1)
+        calls[op].append((transfer, nbytes, len(members)))
+    return waits, last.tolist(), calls
+
+
+def _rank_entry(rank: int, s: TraceSummary, wait: np.ndarray) -> tuple[dict, int]:
+    """The ``ranks`` entry of one rank and its total wait (ns) over its steps."""
+    sm = s.summary
+    start, dur = sm["start"], sm["dur"]
+    ws, we = union(start, start + wait)
+    ts, te = union(start + wait, start + dur)
+    lo, hi = sm["step_start"], sm["step_end"]
+    step_wait, step_transfer = covered(ws, we, lo, hi), covered(ts, te, lo, hi)
+    if not len(lo):  # no steps: the whole trace
+        total_wait = int((we - ws).sum())
+    else:
+        total_wait = int(step_wait.sum())
+    steps = [{"step": name, "total_us": us(int(h - low)), "computation_us": c,
+              "communication_us": m, "overlap_us": o, "other_us": x, "wait_us": w,
+              "transfer_us": t}
+             for name, low, h, c, m, o, x, w, t in zip(
+                 sm["steps"], lo.tolist(), hi.tolist(), us_list(sm["computation"]),
+                 us_list(sm["communication"]), us_list(sm["overlap"]), us_list(sm["other"]),
+                 us_list(step_wait), us_list(step_transfer))]
+    by_op: dict[str, int] = defaultdict(int)
+    for o, w in zip(sm["op"].tolist(), wait.tolist()):
+        by_op[sm["ops"][o]] += w
+    entry = {"rank": rank, "worker": s.worker, "span": s.span, "steps": steps,
+             "total_wait_us": us(total_wait),
+             "wait_by_collective_us": {op: us(w) for op, w in sorted(by_op.items())}}
+    return entry, total_wait
+
+
+def _collective_table(calls: dict[str, list[tuple[np.ndarray, np.ndarray, int]]]) -> dict:
+    """Chart table per op: calls, bytes total/avg, transfer total/avg, algbw/busbw (GB/s)."""
+    num = lambda n: {"type": "number", "name": n}  # noqa: E731
+    columns = [{"type": "string", "name": "Name"}] + [num(n) for n in (
+        "Calls", "Total Bytes", "Avg Bytes", "Total Transfer (µs)", "Avg Transfer (µs)",
+        "Algorithmic Bandwidth (GB/s)", "Bus Bandwidth (GB/s)")]
+    rows = []
+    for op, parts in calls.items():
+        transfer = np.concatenate([p[0] for p in parts]).astype(np.int64)
+        nbytes = np.concatenate([p[1] for p in parts]).astype(np.int64)
+        known = nbytes >= 0
+        total_b = int(nbytes[known].sum()) if known.any() else None
+        avg_b = round(total_b / int(known.sum()), 1) if known.any() else None
+        known_t = int(transfer[known].sum())
+        algbw = round(total_b / known_t, 3) if known.any() and known_t > 0 else None  # B/ns = GB/s
+        n = max(p[2] for p in parts)
+        factor = BUS_FACTOR.get(op, lambda n: 1.0)(n) if n > 1 else 1.0
+        busbw = round(total_b / known_t * factor, 3) if algbw is not None else None
+        calls_n, total_t = len(transfer), int(transfer.sum())
+        rows.append([op, calls_n, total_b, avg_b, us(total_t), round(total_t / calls_n / 1000, 1),
+                     algbw, busbw])
+    rows.sort(key=lambda r: (-r[4], r[0]))
+    return {"columns": columns, "rows": rows}
+
+
+def _straggler(entries: list[dict], totals: list[int], last: list[int], n_coll: int) -> dict | None:
+    """The straggler line of SPEC §4.3, or None (fewer than 2 ranks, or no clear one)."""
+    if len(entries) < 2 or not n_coll:
+        return None
+    ranks = [e["rank"] for e in entries]
+    evidence = {"wait_us": {str(r): us(t) for r, t in zip(ranks, totals)},
+                "arrived_last": {str(r): c for r, c in zip(ranks, last)},
+                "collectives": n_coll}
+    i = int(np.argmin(totals))
+    others = [t for k, t in enumerate(totals) if k != i]
+    median = float(np.median(others))
+    if not totals[i] < median / 2:
+        return {"rank": None, **evidence,
+                "text": "no straggler: every rank waits about as long as the others "
+                        f"({_ms(min(totals))}–{_ms(max(totals))} ms)."}
+    steps = len(entries[i]["steps"])
+    text = (f"rank {ranks[i]} waited {_ms(totals[i])} ms"
+            + (f" in {steps} step{'s' if steps > 1 else ''}" if steps else "")
+            + f", the others {_ms(min(others))}–{_ms(max(others))} ms: they wait for rank {ranks[i]}")
+    return {"rank": ranks[i], **evidence, "text": text}
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:,.0f}" if ns >= 10e6 else f"{ns / 1e6:,.1f}"
+
+
+def combine(summaries: list[TraceSummary], failed: list[tuple[str, str, str]]) -> dict:
+    """The run's distributed payloads from its ranks' summaries (see the module doc)."""
+    notes: list[str] = [f"worker {w} span {s} could not be analysed and is left out: {e}"
+                        for w, s, e in failed]
+    ranks = _pick_ranks(summaries, notes)
+    worlds = {s.summary["world_size"] for _r, s in ranks if s.summary["world_size"]}
+    world = max(worlds) if worlds else len(ranks)
+    if len(worlds) > 1:
+        notes.append(f"ranks disagree on world_size ({', '.join(map(str, sorted(worlds)))}).")
+    if worlds:
+        missing = sorted(set(range(world)) - {r for r, _s in ranks})
+        if missing and len(missing) <= 20:
+            notes.append(f"no trace for rank{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(map(str, missing))} of {world}: waits are over the ranks present.")
+        elif missing:
+            notes.append(f"traces of {len(missing)} of {world} ranks are missing: waits are "
+                         "over the ranks present.")
+    if len(ranks) == 1:
+        notes.append("a single rank: per-rank breakdown only (wait and straggler need >= 2 ranks).")
+    waits, last, calls = _match(ranks, notes)
+    entries, totals = [], []
+    for (rank, s), wait in zip(ranks, waits):
+        entry, total = _rank_entry(rank, s, wait)
+        entries.append(entry)
+        totals.append(total)
+    n_coll = sum(len(p[0]) for parts in calls.values() for p in parts if p[2] > 1)
+    return {
+        "ranks": {"world_size": world, "ranks": entries, "notes": notes},
+        "collectives": _collective_table(calls),
+        "straggler": _straggler(entries, totals, last, n_coll),
+    }
+
+
+DISTRIBUTED = RunAnalysis(
+    name="distributed", summarise=summarise, combine=combine,
+    routes=(
+        RunRoute("distributed/ranks", lambda c, p: c["ranks"]),
+        RunRoute("distributed/collectives", lambda c, p: c["collectives"]),
+        RunRoute("distributed/straggler", lambda c, p: c["straggler"]),
+    ))
+
+__all__ = ["DISTRIBUTED", "combine", "has_data", "summarise"]

@@ -1,0 +1,28 @@
+// Unit tests of frontend/views/distributed.js helpers (run by tests/test_frontend_unit.py).
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { AVERAGE, heatmapData, rankQuery, stepNames, stepValue } from "../../frontend/views/distributed.js";
+
+const ranks = [
+  { rank: 0, worker: "worker0", span: "11", steps: [{ step: "1", wait_us: 10 }, { step: "2", wait_us: 30 }],
+    wait_by_collective_us: { all_reduce: 40 } },
+  { rank: 1, worker: "w<1>", span: "12", steps: [{ step: "2", wait_us: 0 }, { step: "3", wait_us: 6 }],
+    wait_by_collective_us: { broadcast: 6 } },
+];
+
+test("step values per rank: one step, missing step 0, average over the rank's steps", () => {
+  assert.deepEqual(stepNames(ranks), ["1", "2", "3"]);
+  assert.equal(stepValue(ranks[0], "2", "wait_us"), 30);
+  assert.equal(stepValue(ranks[1], "1", "wait_us"), 0);
+  assert.equal(stepValue(ranks[0], AVERAGE, "wait_us"), 20);
+  assert.equal(stepValue({ steps: [] }, AVERAGE, "wait_us"), 0);
+});
+
+test("a rank's link opens its overview in the same run, view keys dropped", () => {
+  const q = rankQuery({ run: "job a", worker: "worker0", view: "Distributed", dist_step: "2", sort: "calls" }, ranks[1]);
+  assert.equal(q, "?run=job+a&worker=w%3C1%3E&span=12&view=Overview");
+});
+
+test("heat map: ranks x every op any rank ran, 0 where a rank did not wait", () => {
+  assert.deepEqual(heatmapData(ranks), { x: ["all_reduce", "broadcast"], y: ["rank 0", "rank 1"], z: [[40, 0], [0, 6]] });
+});
