@@ -264,9 +264,7 @@ def test_task_reports_a_killed_or_cancelled_worker():
     killer say) is a 422 naming that; a task cancelled at shutdown is a 503; a task that
     ended well has no error."""
     from concurrent.futures import Future
-    from concurrent.futures.process import BrokenProcessPool
-
-    from stepscope.worker import Task
+    from stepscope.worker import Task, WorkerDied
 
     def task(setup):
         t = Task(lambda phase, f: None)
@@ -274,7 +272,7 @@ def test_task_reports_a_killed_or_cancelled_worker():
         setup(t.future)
         return t
 
-    killed = task(lambda f: f.set_exception(BrokenProcessPool("killed")))
+    killed = task(lambda f: f.set_exception(WorkerDied("killed")))
     assert killed.broken() and killed.done()
     assert (killed.error().status, killed.error().error) == (422, "analysis process died")
     cancelled = task(lambda f: f.cancel())
