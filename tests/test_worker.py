@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 import pytest
 from conftest import SHARED
+from tracebuild import op, step
 
 from stepscope.cached import LazyTimeline, TimelineSlots, timeline_key
 from stepscope.errors import Loading, NotReady, StepscopeError
@@ -264,6 +266,7 @@ def test_task_reports_a_killed_or_cancelled_worker():
     killer say) is a 422 naming that; a task cancelled at shutdown is a 503; a task that
     ended well has no error."""
     from concurrent.futures import Future
+
     from stepscope.worker import Task, WorkerDied
 
     def task(setup):
@@ -288,3 +291,52 @@ def test_task_reports_a_killed_or_cancelled_worker():
     t.hear("timeline", 0.6)  # the payloads are stored: the timeline is on its way
     assert t.views_ready.is_set() and t.loading().phase == "analyse"  # SPEC §3 phases only
     assert t.loading().fraction == pytest.approx(0.95 + 0.05 * 0.6) and not t.done()
+
+
+def test_a_killed_worker_is_replaced_and_the_timeline_rebuilt(analyser, tmp_path):
+    """Issue 12: a worker killed (OOM killer) after the payloads, before the timeline: the
+    trace view is analysed again by a fresh process (200), not a 422 until restart."""
+    import signal
+
+    path = tmp_path / "w.pt.trace.json"
+    shutil.copy(DLRM0, path)
+    views, _ = _run(analyser, path)
+    want = views.get("trace/timeline", {"width": "300"})
+    views.timeline.unload()
+    for worker in list(analyser._workers):  # the idle worker dies (SIGKILL: no cleanup)
+        os.kill(worker.proc.pid, signal.SIGKILL)
+        worker.proc.join(10)
+    shutil.rmtree(analyser.cache._folder(timeline_key(analyser.cache.key(str(path)))))
+    assert _timeline(views, {"width": "300"}) == want
+
+
+def test_small_traces_share_worker_processes(tmp_path):
+    """Issue 12: tiny traces do not pay a process start each (50 traces, 2 jobs at once:
+    at most 2 processes); a big one gets a process of its own that ends with it."""
+    from stepscope import worker
+
+    a = Analyser(cache_dir=str(tmp_path / "c"), jobs=2)
+    paths = []
+    for i in range(50):
+        path = tmp_path / f"w{i}.pt.trace.json"
+        path.write_bytes(orjson.dumps({"traceEvents": [step(1, 0, 100 + i), op("aten::mm", 10, 50)]}))
+        paths.append(str(path))
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            done = list(pool.map(lambda p: a(p, lambda phase, f: None), paths))
+        for views in done:
+            views.timeline.wait()
+        assert len(done) == 50 and a.process_starts <= 2
+        assert len(a._idle) == a.process_starts  # kept for the next small trace
+        big = Analyser(cache_dir=str(tmp_path / "c2"), jobs=2, memory_bytes=1 << 40)
+        old = worker.REUSE_MAX_BYTES
+        worker.REUSE_MAX_BYTES = 1  # every trace is "big" now
+        try:
+            for p in paths[:3]:
+                big(p, lambda phase, f: None).timeline.wait()
+        finally:
+            worker.REUSE_MAX_BYTES = old
+            big.close()
+        assert big.process_starts == 3 and not big._idle
+    finally:
+        a.close()
