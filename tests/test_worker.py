@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import orjson
@@ -303,9 +304,15 @@ def test_a_killed_worker_is_replaced_and_the_timeline_rebuilt(analyser, tmp_path
     views, _ = _run(analyser, path)
     want = views.get("trace/timeline", {"width": "300"})
     views.timeline.unload()
-    for worker in list(analyser._workers):  # the idle worker dies (SIGKILL: no cleanup)
-        os.kill(worker.proc.pid, signal.SIGKILL)
-        worker.proc.join(10)
+    import psutil
+
+    forkservers = [p for p in psutil.Process().children()
+                   if "forkserver" in " ".join(p.cmdline())]
+    workers = [w for f in forkservers for w in f.children()]
+    assert workers
+    for w in workers:  # the idle workers die (SIGKILL: no cleanup)
+        w.send_signal(signal.SIGKILL)
+    psutil.wait_procs(workers, timeout=10)
     shutil.rmtree(analyser.cache._folder(timeline_key(analyser.cache.key(str(path)))))
     assert _timeline(views, {"width": "300"}) == want
 
@@ -340,3 +347,38 @@ def test_small_traces_share_worker_processes(tmp_path):
         assert big.process_starts == 3 and not big._idle
     finally:
         a.close()
+
+
+def _hold_helpers(conn) -> None:
+    """Child process: start the decode helpers as a read does, say their pids, wait."""
+    import psutil
+
+    from stepscope.reader import _helper_pool
+
+    with _helper_pool(1):
+        conn.send([p.pid for p in psutil.Process().children()])
+        time.sleep(600)
+
+
+def test_decode_helpers_end_with_a_killed_reader():
+    """Issue 12: a worker killed while a helper decodes for it (SIGTERM at shutdown, the OOM
+    killer) runs no cleanup; its helper notices and ends (it held 86-163 MB for good)."""
+    import multiprocessing as mp
+    import signal
+
+    import psutil
+
+    from stepscope.worker import ORPHAN_POLL_S
+
+    ctx = mp.get_context("fork")
+    ours, theirs = ctx.Pipe()
+    reader = ctx.Process(target=_hold_helpers, args=(theirs,))
+    reader.start()
+    helpers = [psutil.Process(pid) for pid in ours.recv()]
+    assert helpers
+    os.kill(reader.pid, signal.SIGKILL)
+    reader.join(10)
+    _, alive = psutil.wait_procs(helpers, timeout=3 * ORPHAN_POLL_S)
+    for p in alive:
+        p.kill()
+    assert not alive
