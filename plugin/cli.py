@@ -16,6 +16,8 @@ import logging
 import os
 import signal
 import sys
+import threading
+import time
 
 from . import __version__
 from .fs import filesystem, is_url
@@ -98,6 +100,18 @@ def serve(argv: list[str]) -> int:
         parser.error("--port must be between 0 and 65535")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # `kill` shuts down cleanly, workers included, from the very start (issue 12: a SIGTERM
+    # while the forkserver starts hung the server)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _serve(args)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        _exit_soon(EXIT_GRACE_S)
+
+
+def _serve(args: argparse.Namespace) -> int:
 
     from waitress.server import create_server
 
@@ -125,13 +139,14 @@ def serve(argv: list[str]) -> int:
               f"{os.path.abspath(args.logdir)}. Use the default 127.0.0.1 and an SSH tunnel "
               "for private data.", file=sys.stderr, flush=True)
     print(f"Serving on http://{url_host(args.host)}:{port}/", flush=True)
-    store = app_store(app).start()
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` shuts down cleanly, workers included
+    store = app_store(app)
     try:
+        store.start()
         server.run()
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not stop the cleanup
         store.close(timeout=1.0)
         server.close()
     return 0
@@ -152,8 +167,24 @@ def _raise_fd_limit(wanted: int) -> None:
             pass
 
 
+#: Seconds the interpreter gets to exit after the server stopped; then it ends at once
+#: (a thread or child stuck past the cleanup must not keep the process alive).
+EXIT_GRACE_S = 5.0
+
+
 def _interrupt(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the cleanup runs undisturbed
     raise KeyboardInterrupt
+
+
+def _exit_soon(grace_s: float) -> None:
+    """End this process ``grace_s`` seconds from now if it is still running then: the
+    cleanup (the analyser's ``close``, at exit at the latest) has ended the workers; the
+    forkserver and the resource tracker end once this process is gone."""
+    def stop() -> None:
+        time.sleep(grace_s)
+        os._exit(0)
+    threading.Thread(target=stop, daemon=True, name="stepscope-exit").start()
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -12,7 +14,7 @@ import time
 import urllib.request
 
 import pytest
-from conftest import PREFIX, ROOT, SHARED
+from conftest import PREFIX, ROOT, SHARED, until
 
 from stepscope import __version__
 
@@ -192,3 +194,103 @@ def test_options_is_405_json_and_slash_redirects_are_relative(server):
         if to is not None:
             assert location == [to], (path, head)
         assert not any(loc.startswith("//") or "evil" in loc for loc in location), head
+
+
+# --- SIGTERM ends every child (issue 12) ------------------------------------------------
+
+#: Seconds the server and all its descendants get to end after a SIGTERM.
+SHUTDOWN_S = 10
+
+
+def _serve_group(env: dict, logdir) -> subprocess.Popen:
+    """The server in a process group of its own (its descendants stay in it)."""
+    return subprocess.Popen([sys.executable, "-m", "stepscope", str(logdir), "--port", "0",
+                             "--no-cache"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=env,
+                            start_new_session=True)
+
+
+def _group(pgid: int) -> list:
+    import psutil
+
+    procs = []
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
+                procs.append(p)
+        except (OSError, psutil.Error):
+            pass
+    return procs
+
+
+def _terminate_all_gone(proc: subprocess.Popen) -> None:
+    """SIGTERM the server; within SHUTDOWN_S it and every process of its group are gone."""
+    import psutil
+
+    kids = psutil.Process(proc.pid).children(recursive=True)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        try:
+            proc.wait(SHUTDOWN_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the server did not exit within "
+                                 f"{SHUTDOWN_S} s of SIGTERM") from None
+        _, alive = psutil.wait_procs(kids, timeout=max(0.1, SHUTDOWN_S - (time.monotonic() - t0)))
+        left = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        left += [p for p in _group(proc.pid) if p not in left]
+        assert not left, [(p.pid, p.cmdline()[:4]) for p in left]
+    finally:
+        for p in _group(proc.pid):
+            p.kill()
+
+
+def _big_trace(path) -> int:
+    """A ~6 MB trace (decoded with a helper process: worker.HELPER_MIN_BYTES); its size."""
+    from tracebuild import op, step
+
+    events = [step(1, 0, 10 ** 8)] + [op(f"aten::op{i % 97}", 10 + 2 * i, 1)
+                                       for i in range(70_000)]
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path.stat().st_size
+
+
+@pytest.mark.slow
+def test_sigterm_while_a_big_trace_is_read_ends_every_child(subprocess_env, tmp_path):
+    from stepscope.store.pool import HELPER_MIN_BYTES
+
+    (tmp_path / "r").mkdir()
+    assert _big_trace(tmp_path / "r" / "w.pt.trace.json") >= HELPER_MIN_BYTES
+    proc = _serve_group(subprocess_env, tmp_path)
+    first_line(proc)
+    import psutil
+
+    def helper_started() -> bool:  # server -> forkserver -> worker -> decode helper
+        return any(len(p.parents()) >= 3 + len(psutil.Process(proc.pid).parents())
+                   for p in psutil.Process(proc.pid).children(recursive=True))
+    until(helper_started, timeout=30, what="the decode helper")
+    _terminate_all_gone(proc)
+
+
+@pytest.mark.slow
+def test_sigterm_just_after_the_overview_ends_every_child(subprocess_env, tmp_path):
+    (tmp_path / "r").mkdir()
+    shutil.copy(next((SHARED / "param_v100_dlrm_8rank").glob("worker0*")),
+                tmp_path / "r" / "worker0.pt.trace.json")
+    proc = _serve_group(subprocess_env, tmp_path)
+    base = SERVING.match(first_line(proc))
+    url = (f"http://{base['host']}:{base['port']}{PREFIX}/overview?run=r&worker=worker0")
+
+    def ready() -> bool:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status == 200
+    until(ready, timeout=60, what="the overview")
+    _terminate_all_gone(proc)
+
+
+@pytest.mark.slow
+def test_sigterm_right_after_start_ends_every_child(subprocess_env, tmp_path):
+    (tmp_path / "r").mkdir()
+    proc = _serve_group(subprocess_env, tmp_path)
+    time.sleep(0.3)  # while the forkserver starts
+    _terminate_all_gone(proc)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 import pytest
 from conftest import SHARED
+from tracebuild import op, step
 
 from stepscope.errors import Loading, NotReady, StepscopeError
 from stepscope.store.lazy import LazyTimeline, TimelineSlots, timeline_key
@@ -264,9 +267,8 @@ def test_task_reports_a_killed_or_cancelled_worker():
     killer say) is a 422 naming that; a task cancelled at shutdown is a 503; a task that
     ended well has no error."""
     from concurrent.futures import Future
-    from concurrent.futures.process import BrokenProcessPool
 
-    from stepscope.store.pool import Task
+    from stepscope.store.pool import Task, WorkerDied
 
     def task(setup):
         t = Task(lambda phase, f: None)
@@ -274,7 +276,7 @@ def test_task_reports_a_killed_or_cancelled_worker():
         setup(t.future)
         return t
 
-    killed = task(lambda f: f.set_exception(BrokenProcessPool("killed")))
+    killed = task(lambda f: f.set_exception(WorkerDied("killed")))
     assert killed.broken() and killed.done()
     assert (killed.error().status, killed.error().error) == (422, "analysis process died")
     cancelled = task(lambda f: f.cancel())
@@ -382,7 +384,7 @@ def test_full_disk_is_reported_by_the_worker_not_raised(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cache_mod, "_write", full)
     path = _tiny(tmp_path / "w.pt.trace.json")
-    answer = analyse_to_cache(str(path), str(tmp_path / "c"), 1 << 30, "k" * 64, 1)
+    answer = analyse_to_cache(str(path), str(tmp_path / "c"), 1 << 30, "k" * 64)
     assert answer["cache_failed"] is True and answer["status"] == 503
     assert "No space left on device" in answer["detail"]
     assert not any(n.startswith(".tmp-") for _, dirs, _ in os.walk(tmp_path / "c")
@@ -417,3 +419,93 @@ def test_cold_payloads_stay_compressed_and_answer_the_same(tmp_path):
         assert views.names() == ["Overview", "Operator", "Kernel", "Trace"]
     finally:
         a.close()
+
+
+def test_a_killed_worker_is_replaced_and_the_timeline_rebuilt(analyser, tmp_path):
+    """Issue 12: a worker killed (OOM killer) after the payloads, before the timeline: the
+    trace view is analysed again by a fresh process (200), not a 422 until restart."""
+    import signal
+
+    path = tmp_path / "w.pt.trace.json"
+    shutil.copy(DLRM0, path)
+    views, _ = _run(analyser, path)
+    want = views.get("trace/timeline", {"width": "300"})
+    views.timeline.unload()
+    import psutil
+
+    forkservers = [p for p in psutil.Process().children()
+                   if "forkserver" in " ".join(p.cmdline())]
+    workers = [w for f in forkservers for w in f.children()]
+    assert workers
+    for w in workers:  # the idle workers die (SIGKILL: no cleanup)
+        w.send_signal(signal.SIGKILL)
+    psutil.wait_procs(workers, timeout=10)
+    shutil.rmtree(analyser.cache._folder(timeline_key(analyser.cache.key(str(path)))))
+    assert _timeline(views, {"width": "300"}) == want
+
+
+def test_small_traces_share_worker_processes(tmp_path):
+    """Issue 12: tiny traces do not pay a process start each (50 traces, 2 jobs at once:
+    at most 2 processes); a big one gets a process of its own that ends with it."""
+    from stepscope.store import pool as worker
+
+    a = Analyser(cache_dir=str(tmp_path / "c"), jobs=2)
+    paths = []
+    for i in range(50):
+        path = tmp_path / f"w{i}.pt.trace.json"
+        path.write_bytes(orjson.dumps({"traceEvents": [step(1, 0, 100 + i), op("aten::mm", 10, 50)]}))
+        paths.append(str(path))
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            done = list(pool.map(lambda p: a(p, lambda phase, f: None), paths))
+        for views in done:
+            views.timeline.wait()
+        assert len(done) == 50 and a.process_starts <= 2
+        assert len(a._idle) == a.process_starts  # kept for the next small trace
+        big = Analyser(cache_dir=str(tmp_path / "c2"), jobs=2, memory_bytes=1 << 40)
+        old = worker.REUSE_MAX_BYTES
+        worker.REUSE_MAX_BYTES = 1  # every trace is "big" now
+        try:
+            for p in paths[:3]:
+                big(p, lambda phase, f: None).timeline.wait()
+        finally:
+            worker.REUSE_MAX_BYTES = old
+            big.close()
+        assert big.process_starts == 3 and not big._idle
+    finally:
+        a.close()
+
+
+def _hold_helpers(conn) -> None:
+    """Child process: start the decode helpers as a read does, say their pids, wait."""
+    import psutil
+
+    from stepscope.read.reader import _helper_pool
+
+    with _helper_pool(1):
+        conn.send([p.pid for p in psutil.Process().children()])
+        time.sleep(600)
+
+
+def test_decode_helpers_end_with_a_killed_reader():
+    """Issue 12: a worker killed while a helper decodes for it (SIGTERM at shutdown, the OOM
+    killer) runs no cleanup; its helper notices and ends (it held 86-163 MB for good)."""
+    import multiprocessing as mp
+    import signal
+
+    import psutil
+
+    from stepscope.store.pool import ORPHAN_POLL_S
+
+    ctx = mp.get_context("fork")
+    ours, theirs = ctx.Pipe()
+    reader = ctx.Process(target=_hold_helpers, args=(theirs,))
+    reader.start()
+    helpers = [psutil.Process(pid) for pid in ours.recv()]
+    assert helpers
+    os.kill(reader.pid, signal.SIGKILL)
+    reader.join(10)
+    _, alive = psutil.wait_procs(helpers, timeout=3 * ORPHAN_POLL_S)
+    for p in alive:
+        p.kill()
+    assert not alive

@@ -160,13 +160,21 @@ def _gc_paused():
             gc.enable()
 
 
+def _helper_init(reader_pid: int) -> None:
+    """A helper ends once the process it decodes for is gone (killed: it runs no cleanup)."""
+    from ..store.pool import watch_parent  # imported here: the pool module imports this one
+
+    watch_parent(reader_pid)
+
+
 @contextmanager
 def _helper_pool(helpers: int):
     """A pool of ``helpers`` forked processes, started before any thread of the read."""
     if helpers <= 0 or not hasattr(os, "fork"):
         yield None
         return
-    pool = ProcessPoolExecutor(helpers, mp_context=mp.get_context("fork"))
+    pool = ProcessPoolExecutor(helpers, mp_context=mp.get_context("fork"),
+                               initializer=_helper_init, initargs=(os.getpid(),))
     try:
         pool.submit(int).result()  # fork now, while this process runs no other thread
         yield pool

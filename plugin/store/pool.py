@@ -7,7 +7,13 @@ threaded server), which packs its results into the disk cache (:mod:`.packing`,
 timeline of the trace view. The server serves the payloads as soon as they are stored
 (the overview appears), while the child goes on with the timeline; until it is stored,
 ``trace/*`` routes answer 202 (phase ``analyse``, fraction from 0.95 on). Only a small
-status dict travels back over the pipe, and progress over a queue. A cache hit skips the child entirely.
+status dict and the progress messages travel back, over the worker's own pipe (issue 12: no
+lock or queue is shared between processes, so a killed worker can block nobody). A cache
+hit skips the child entirely.
+
+Small traces reuse idle worker processes (a process start costs ~0.4 s, more than
+analysing a tiny trace); a big one gets a fresh process that ends with it, so its memory
+goes back to the system (:data:`REUSE_MAX_BYTES`).
 
 ``--no-cache`` uses a private temporary cache folder, removed at exit; so does a cache
 folder that cannot be written (read-only, a regular file, disk full: a warning is logged
@@ -28,8 +34,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import CancelledError, Future
 from typing import Any
 
 from ..errors import AnalysisBug, Loading, StepscopeError, TraceError
@@ -46,33 +51,63 @@ Progress = Callable[[str, float], None]
 READ_SHARE = 0.8
 _PROGRESS_EVERY_S = 0.2
 
-_queue: Any = None  # the child's end of the progress queue (set by _init_child)
+_conn: Any = None  # the worker's end of its pipe to the server (set by _worker_main)
 
 
-def _init_child(queue: Any, server_pid: int = 0) -> None:
-    global _queue
-    _queue = queue
-    if server_pid:
-        threading.Thread(target=_exit_with, args=(server_pid,), daemon=True,
-                         name="stepscope-orphan-watch").start()
+class WorkerDied(Exception):
+    """The worker process ended without answering (killed: by the OOM killer, say)."""
+
+
+def _worker_main(conn: Any, server_pid: int) -> None:
+    """A worker process: analyse the jobs the server sends over ``conn`` (one at a time)
+    until the pipe closes or a ``None`` comes; answer each with ``("done", status dict)``."""
+    global _conn
+    _conn = conn
+    watch_parent(server_pid)
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            return
+        try:
+            result = analyse_to_cache(*job)
+        except Exception:  # a bug in the analysis (not in the trace): the server logs it
+            log.exception("analysing %s failed", job[0])
+            result = {"status": 500, **AnalysisBug("internal error while analysing").body()}
+        conn.send(("done", result))
 
 
 #: How often a worker checks that the server that started it is still alive (s).
 ORPHAN_POLL_S = 2.0
 
 
-def _exit_with(server_pid: int) -> None:
-    """End this worker once the server is gone. A server killed outright (SIGKILL, the OOM
-    killer) runs no cleanup, and an idle worker holds both ends of its task pipe, so it would
-    wait forever, keeping the forkserver alive too (issue 7: nothing leaks)."""
-    while True:
+def watch_parent(pid: int) -> None:
+    """End this process (at once, no cleanup) once ``pid`` (the server, or the process that
+    forked this one) or this process's parent is gone.
+
+    A server killed outright (SIGKILL, the OOM killer) runs no cleanup, nor does a worker
+    killed while a helper decodes for it: the orphan would wait forever, keeping the
+    forkserver and the resource tracker alive too (issues 7 and 12: nothing leaks)."""
+    threading.Thread(target=_exit_with, args=(pid, os.getppid()), daemon=True,
+                     name="stepscope-orphan-watch").start()
+
+
+def _exit_with(pid: int, parent: int) -> None:
+    while os.getppid() == parent and _alive(pid):
         time.sleep(ORPHAN_POLL_S)
-        try:
-            os.kill(server_pid, 0)
-        except ProcessLookupError:
-            os._exit(0)
-        except PermissionError:  # the pid now belongs to another user's process
-            os._exit(0)
+    os._exit(0)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # the pid now belongs to another user's process
+        return False
+    return True
 
 
 def default_jobs() -> int:
@@ -119,30 +154,11 @@ def _start_forkserver() -> None:
         log.debug("could not start the forkserver early", exc_info=True)
 
 
-def _kill_workers(workers: dict | None, timeout: float = 5.0) -> None:
-    """Terminate a pool's processes (its live ``_processes`` dict), and any replacement the
-    pool starts meanwhile.
-
-    Terminating a worker that waits for a task can leave the task queue's lock held, so a
-    replacement worker would wait forever, and the interpreter joins it at exit: kill every
-    worker until none is left.
-    """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        procs = [p for p in list((workers or {}).values()) if p.is_alive()]
-        if not procs:
-            return
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.join(0.5)
-
-
-def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str, token: int) -> dict:
+def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str) -> dict:
     """Child process: read + analyse ``path``; store the view payloads under ``key``, then
     the timeline under ``timeline_key(key)``.
 
-    Progress goes to the server's queue; the first ``timeline`` message says the payloads
+    Progress goes to the server over the worker's pipe; the first ``timeline`` message says the payloads
     are stored. Returns ``{"ok": True}`` or the error ``{"status", "error", "detail", ...}``.
     """
     from ..analysis import analyze  # imported here: the views pull in every analysis
@@ -154,9 +170,9 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str, token
 
     def progress(phase: str, fraction: float, *, now: bool = False) -> None:
         t = time.monotonic()
-        if _queue is not None and (now or t - last[0] >= _PROGRESS_EVERY_S or fraction >= 1):
+        if _conn is not None and (now or t - last[0] >= _PROGRESS_EVERY_S or fraction >= 1):
             last[0] = t
-            _queue.put((token, phase, fraction))
+            _conn.send(("progress", phase, fraction))
 
     cache = DiskCache(cache_root, max_bytes)
     try:
@@ -340,7 +356,7 @@ class Task:
         assert self.future is not None
         try:
             return self.future.result()
-        except BrokenProcessPool:
+        except WorkerDied:
             return {"status": 422, "error": "analysis process died",
                     "detail": "The worker analysing this trace was killed, most likely out "
                               "of memory. Profile fewer steps or run with --jobs 1."}
@@ -351,10 +367,10 @@ class Task:
             return {"status": 500, **AnalysisBug("internal error while analysing").body()}
 
     def broken(self) -> bool:
-        """Did the worker pool break under this task (a worker process was killed)?"""
+        """Did the worker process die under this task (killed, by the OOM killer say)?"""
         f = self.future
         return f is not None and f.done() and not f.cancelled() and \
-            isinstance(f.exception(), BrokenProcessPool)
+            isinstance(f.exception(), WorkerDied)
 
     def error(self) -> StepscopeError | None:
         result = dict(self.result())
@@ -364,8 +380,8 @@ class Task:
         error = StepscopeError(result.pop("error", "analysis failed"),
                                result.pop("detail", ""), status=result.pop("status", 422),
                                **result)
-        # the pool broke (maybe under another trace), or the cache could not be written
-        # (the server then uses its fallback folder): try again
+        # the worker was killed (a fresh one is started), or the cache could not be
+        # written (the server then uses its fallback folder): try again
         error.cache_failed = cache_failed
         error.retry = self.broken() or cache_failed
         return error
@@ -416,11 +432,13 @@ class Analyser:
         # background, so the first trace does not wait for it
         threading.Thread(target=_start_forkserver, daemon=True,
                          name="stepscope-forkserver").start()
-        self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
-        self._listeners: dict[int, Progress] = {}
-        self._tokens = iter(range(1, 1 << 62))
-        self._queue: Any = None
+        self._slots = threading.Semaphore(self.jobs)
+        self._idle: list[WorkerProcess] = []  # started, waiting for a small trace
+        self._workers: set[WorkerProcess] = set()  # every live worker
+        #: Worker processes started so far (small traces reuse them: issue 12).
+        self.process_starts = 0
+        atexit.register(self.close)  # every exit path ends the workers
 
     def _fall_back(self, problem: str) -> None:
         """Use a private temporary cache folder (removed at exit) from now on: the
@@ -495,99 +513,157 @@ class Analyser:
                                  "since it was analysed; reload the page to see the new "
                                  "version.", status=503)
         self.cache.discard(path, timeline_key(key))  # a corrupt one would block the new one
-        return Rebuild(lambda: self._run_child(path, key, lambda phase, f: None))
+        return Rebuild(lambda: self._run_child(path, key, lambda phase, f: None,
+                                               wanted=timeline_key(key)))
 
-    def _run_child(self, path: str, key: str, progress: Progress) -> Task:
+    def _run_child(self, path: str, key: str, progress: Progress,
+                   wanted: str | None = None) -> Task:
         """Start analysing ``path`` in a worker process (within the memory budget); return
-        once its payloads are stored or it has ended. A pool broken before the payloads
-        were stored (a worker killed) is restarted and the trace tried once more."""
+        once its payloads are stored or it has ended. A worker killed before the cache
+        entry ``wanted`` (default: the payloads) was stored is replaced by a fresh one and
+        the trace tried once more (issue 12: never a broken pool kept)."""
+        wanted = wanted or key
         for attempt in range(2):
-            pool = self._ensure_pool()
             task = Task(progress)
-            token = next(self._tokens)
-            self._listeners[token] = task.hear
-            release = self.budget.acquire(memory_estimate(path))
-
-            def finished(future: Future, token: int = token, task: Task = task,
-                         release: Callable[[], None] = release) -> None:
-                self._listeners.pop(token, None)
-                release()
-                if _cache_failed(future):  # e.g. storing the timeline filled the disk
-                    self._fall_back("it failed while storing a result")
-                task.views_ready.set()
-
-            try:
-                task.future = pool.submit(analyse_to_cache, path, self.cache_root,
-                                          self.cache.max_bytes, key, token)
-            except BrokenProcessPool as e:  # broken before this task: retried below
-                task.future = Future()
-                task.future.set_exception(e)
-            except BaseException:
-                finished(Future())
-                raise
-            task.future.add_done_callback(finished)
+            task.future = Future()
+            threading.Thread(target=self._converse, args=(task, path, key), daemon=True,
+                             name="stepscope-worker-io").start()
             task.views_ready.wait()
-            if not task.broken() or attempt or self.cache.get(path, key) is not None:
+            if not task.broken() or attempt or self.cache.get(path, wanted) is not None:
                 return task
-            self._reset_pool(pool)
         raise AssertionError("unreachable")
 
-    # --- the pool -------------------------------------------------------------------------
+    def _converse(self, task: Task, path: str, key: str) -> None:
+        """Run ``task`` on a worker (this thread waits for a free slot and the memory
+        budget), passing on its progress; settles ``task.future``."""
+        future = task.future
+        assert future is not None
+        need = memory_estimate(path)
+        try:
+            with self._slots:
+                release = self.budget.acquire(need)
+                try:
+                    worker = self._take(reuse=need < REUSE_MAX_BYTES)
+                    try:
+                        result = worker.run((path, self.cache_root, self.cache.max_bytes, key),
+                                            task.hear)
+                    finally:
+                        self._give_back(worker, reuse=need < REUSE_MAX_BYTES)
+                finally:
+                    release()
+            future.set_result(result)
+            if _cache_failed(future):  # e.g. storing the timeline filled the disk
+                self._fall_back("it failed while storing a result")
+        except BaseException as e:  # noqa: BLE001 - handed to the task (WorkerDied...)
+            if isinstance(e, CancelledError) or self._closed:
+                future.cancel()
+                future.set_running_or_notify_cancel()
+            else:
+                future.set_exception(e)
+        finally:
+            task.views_ready.set()
 
-    def _ensure_pool(self) -> ProcessPoolExecutor:
+    # --- the worker processes -------------------------------------------------------------
+
+    def _take(self, reuse: bool) -> WorkerProcess:
+        """An idle worker (for a small trace) or a new one."""
         with self._lock:
             if self._closed:
-                raise StepscopeError("server shutting down", "Restart the server.", status=503)
-            if self._pool is None:
-                ctx = _context()
-                self._queue = ctx.Queue()
-                threading.Thread(target=self._drain, args=(self._queue,), daemon=True,
-                                 name="stepscope-progress").start()
-                kwargs: dict[str, Any] = {}
-                if sys.version_info >= (3, 11):
-                    kwargs["max_tasks_per_child"] = 1  # give a big trace's memory back
-                self._pool = ProcessPoolExecutor(self.jobs, mp_context=ctx,
-                                                 initializer=_init_child,
-                                                 initargs=(self._queue, os.getpid()),
-                                                 **kwargs)
-            return self._pool
+                raise CancelledError()
+            while reuse and self._idle:
+                worker = self._idle.pop()
+                if worker.alive():
+                    return worker
+                self._workers.discard(worker)
+            worker = WorkerProcess(_context())
+            self._workers.add(worker)
+            self.process_starts += 1
+        try:
+            worker.start()
+        except BaseException:
+            with self._lock:
+                self._workers.discard(worker)
+            raise
+        return worker
 
-    def _reset_pool(self, broken: ProcessPoolExecutor) -> None:
+    def _give_back(self, worker: WorkerProcess, reuse: bool) -> None:
+        """Keep a worker that analysed a small trace for the next one; end the others."""
         with self._lock:
-            if self._pool is broken:
-                self._pool = None
-                queue, self._queue = self._queue, None
-                if queue is not None:
-                    queue.put(None)  # ends its drain thread
-        broken.shutdown(wait=False, cancel_futures=True)
-
-    def _drain(self, queue: Any) -> None:
-        while True:
-            try:
-                item = queue.get()
-            except (EOFError, OSError, ValueError):
+            keep = reuse and not self._closed and worker.alive() and \
+                worker.jobs < WORKER_MAX_JOBS and len(self._idle) < self.jobs
+            if keep:
+                self._idle.append(worker)
                 return
-            if item is None:
-                return
-            token, phase, fraction = item
-            listener = self._listeners.get(token)
-            if listener is not None:
-                listener(phase, fraction)
+            self._workers.discard(worker)
+        worker.stop()
 
     def close(self) -> None:
-        """Stop the worker processes (a running analysis is abandoned) and, with
-        ``no_cache``, remove the private cache folder."""
+        """End the worker processes (a running analysis is abandoned) and, with
+        ``no_cache``, remove the private cache folder. Safe to call more than once."""
         with self._lock:
             self._closed = True
-            pool, self._pool = self._pool, None
-            queue, self._queue = self._queue, None
-        if pool is not None:
-            # kill first (do not wait for a big trace to finish), then shut down: a
-            # shutdown(wait=False) while a worker retires (max_tasks_per_child) races with
-            # the pool's manager thread replacing it (TypeError in that thread, CPython 3.11)
-            _kill_workers(getattr(pool, "_processes", None))
-            pool.shutdown(wait=False, cancel_futures=True)
-        if queue is not None:
-            queue.put(None)
+            workers, self._workers, self._idle = list(self._workers), set(), []
+        for worker in workers:
+            worker.kill_soon()
+        for worker in workers:
+            worker.stop()
         if self.no_cache:
             shutil.rmtree(os.path.dirname(self.cache.root), ignore_errors=True)
+
+
+#: Traces expected to need less memory than this (bytes, :func:`memory_estimate`) share
+#: worker processes; bigger ones get a process of their own that ends with them.
+REUSE_MAX_BYTES = 64 << 20
+#: Jobs a shared worker runs before it is replaced (bounds slow growth of its memory).
+WORKER_MAX_JOBS = 500
+#: Seconds a worker gets to end on SIGTERM before it is killed (SIGKILL).
+STOP_GRACE_S = 2.0
+
+
+class WorkerProcess:
+    """One worker process and the server's end of its private pipe (nothing shared with
+    other workers: one that dies blocks no one, it only fails its own job)."""
+
+    def __init__(self, ctx: Any):
+        self.conn, self._child_conn = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(self._child_conn, os.getpid()),
+                                name="stepscope-worker")
+        self.jobs = 0
+
+    def start(self) -> None:
+        self.proc.start()
+        self._child_conn.close()
+
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def run(self, job: tuple, hear: Progress) -> dict:
+        """Send ``job`` (the arguments of :func:`analyse_to_cache`), pass on its progress,
+        return its answer; raises :class:`WorkerDied` when the process ends first."""
+        self.jobs += 1
+        try:
+            self.conn.send(job)
+            while True:
+                message = self.conn.recv()
+                if message[0] == "done":
+                    return message[1]
+                hear(message[1], message[2])
+        except (EOFError, OSError) as e:
+            raise WorkerDied(f"worker process {self.proc.pid} ended "
+                             f"(exit code {self.proc.exitcode})") from e
+
+    def kill_soon(self) -> None:
+        """Ask the process to end (SIGTERM), without waiting."""
+        if self.proc.pid is not None and self.proc.is_alive():
+            self.proc.terminate()
+
+    def stop(self) -> None:
+        """End the process: SIGTERM, SIGKILL after :data:`STOP_GRACE_S`; then reap it."""
+        if self.proc.pid is None:
+            return
+        self.kill_soon()
+        self.proc.join(STOP_GRACE_S)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(STOP_GRACE_S)
+        self.conn.close()
