@@ -629,6 +629,8 @@ class WorkerProcess:
         self.proc = ctx.Process(target=_worker_main, args=(self._child_conn, os.getpid()),
                                 name="stepscope-worker")
         self.jobs = 0
+        self._stop_lock = threading.Lock()  # close() and a job's thread may both stop it
+        self._stopped = False
 
     def start(self) -> None:
         self.proc.start()
@@ -658,12 +660,16 @@ class WorkerProcess:
             self.proc.terminate()
 
     def stop(self) -> None:
-        """End the process: SIGTERM, SIGKILL after :data:`STOP_GRACE_S`; then reap it."""
-        if self.proc.pid is None:
-            return
-        self.kill_soon()
-        self.proc.join(STOP_GRACE_S)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join(STOP_GRACE_S)
-        self.conn.close()
+        """End the process: SIGTERM, SIGKILL after :data:`STOP_GRACE_S`; then reap it.
+        Once only, whoever calls first (a second caller waits for the first)."""
+        with self._stop_lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            if self.proc.pid is not None:
+                self.kill_soon()
+                self.proc.join(STOP_GRACE_S)
+                if self.proc.is_alive():
+                    self.proc.kill()
+                    self.proc.join(STOP_GRACE_S)
+            self.conn.close()
