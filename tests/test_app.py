@@ -502,7 +502,7 @@ def test_download_name_is_sanitized():
 def test_names_that_are_not_utf8_are_served(client_for, tmp_path):
     """Issue 12: a Latin-1 run folder or file name made ``runs`` / ``workers`` answer 500.
     Names show U+FFFD, collisions get " (2)", and the real bytes open the files."""
-    from stepscope.store.pool import analyse_file
+    from stepscope.store.child import analyse_file
 
     root = os.fsencode(tmp_path)
     for folder, name, data in ((b"caf\xe9", b"w\xe9.pt.trace.json", DLRM0.read_bytes()),

@@ -257,7 +257,7 @@ def _big_trace(path) -> int:
 
 @pytest.mark.slow
 def test_sigterm_while_a_big_trace_is_read_ends_every_child(subprocess_env, tmp_path):
-    from stepscope.store.pool import HELPER_MIN_BYTES
+    from stepscope.store.child import HELPER_MIN_BYTES
 
     (tmp_path / "r").mkdir()
     assert _big_trace(tmp_path / "r" / "w.pt.trace.json") >= HELPER_MIN_BYTES

@@ -213,7 +213,7 @@ def test_views_and_routes_over_http(client_for, tmp_path):
         (run / f"worker{rank}.pt.trace.json").write_text(json.dumps(
             {"traceEvents": ev, "distributedInfo": {"rank": rank, "world_size": 2}}))
         os.utime(run / f"worker{rank}.pt.trace.json", (1_700_000_000, 1_700_000_000))
-    from stepscope.store.pool import analyse_file
+    from stepscope.store.child import analyse_file
     client = client_for(tmp_path, analyse=analyse_file)
     base = "/data/plugin/stepscope/"
     for _ in range(200):

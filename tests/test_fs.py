@@ -74,7 +74,7 @@ def test_a_log_directory_url_is_served_end_to_end(client_for):
     from conftest import query, wait_ready
     from tracebuild import kernel, op, runtime, step
 
-    from stepscope.store.pool import analyse_file
+    from stepscope.store.child import analyse_file
 
     events = [step(1, 0, 100), op("aten::mm", 10, 50, ext=7), runtime("cudaLaunchKernel", 20, 5,
               corr=3, ext=7), kernel("gemm", 30, 40, corr=3)]

@@ -377,7 +377,7 @@ def test_full_disk_is_reported_by_the_worker_not_raised(tmp_path, monkeypatch):
     import errno
 
     import stepscope.store.cache as cache_mod
-    from stepscope.store.pool import analyse_to_cache
+    from stepscope.store.child import analyse_to_cache
 
     def full(path, *parts):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
@@ -495,7 +495,7 @@ def test_decode_helpers_end_with_a_killed_reader():
 
     import psutil
 
-    from stepscope.store.pool import ORPHAN_POLL_S
+    from stepscope.store.child import ORPHAN_POLL_S
 
     ctx = mp.get_context("fork")
     ours, theirs = ctx.Pipe()

@@ -162,7 +162,7 @@ def _gc_paused():
 
 def _helper_init(reader_pid: int) -> None:
     """A helper ends once the process it decodes for is gone (killed: it runs no cleanup)."""
-    from ..store.pool import watch_parent  # imported here: the pool module imports this one
+    from ..store.child import watch_parent  # imported here: the child module imports this one
 
     watch_parent(reader_pid)
 

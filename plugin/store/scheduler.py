@@ -41,7 +41,8 @@ from typing import Any
 from ..discovery import Scanner, Snapshot, shadow_note
 from ..errors import AnalysisBug, Loading, NotFound, StepscopeError
 from ..fs import filesystem
-from .pool import Progress, analyse_file, default_jobs
+from .child import Progress, analyse_file
+from .pool import default_jobs
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,8 @@ from ..errors import BadParameter, Loading, NotFound, NotReady, StepscopeError
 from ..fs import LOCAL
 from ..runlevel.distributed import DISTRIBUTED
 from ..runlevel.distributed import has_data as distributed_has_data
-from ..store.pool import Analyser, Progress, default_jobs
+from ..store.child import Progress
+from ..store.pool import Analyser, default_jobs
 from ..store.scheduler import Ready, Store
 from ..views import ROUTES as VIEW_ROUTES  # the view registry's routes
 from .assets import frontend_dir, mime_type, plotly_js

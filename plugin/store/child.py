@@ -1,0 +1,187 @@
+"""What runs in an analysis worker process (the server side is :mod:`.pool`).
+
+A worker receives jobs over its private pipe (:func:`_worker_main`), reads and analyses one
+trace at a time (:func:`analyse_to_cache`), stores the view payloads and then the timeline
+into the disk cache, and sends progress messages and a small status dict back. It ends by
+itself when the server (or the process that forked it) is gone (:func:`watch_parent`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import AnalysisBug, StepscopeError
+from ..read.reader import read_trace
+from .cache import DiskCache
+from .lazy import timeline_key
+from .packing import pack
+
+log = logging.getLogger(__name__)
+
+
+#: ``progress(phase, fraction)``: phase name, overall fraction 0..1 of the job.
+Progress = Callable[[str, float], None]
+
+
+#: Share of a job's progress bar spent reading the file; the rest is analysis.
+READ_SHARE = 0.8
+
+
+_PROGRESS_EVERY_S = 0.2
+
+
+_conn: Any = None  # the worker's end of its pipe to the server (set by _worker_main)
+
+
+def _worker_main(conn: Any, server_pid: int) -> None:
+    """A worker process: analyse the jobs the server sends over ``conn`` (one at a time)
+    until the pipe closes or a ``None`` comes; answer each with ``("done", status dict)``."""
+    global _conn
+    _conn = conn
+    watch_parent(server_pid)
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            return
+        try:
+            result = analyse_to_cache(*job)
+        except Exception:  # a bug in the analysis (not in the trace): the server logs it
+            log.exception("analysing %s failed", job[0])
+            result = {"status": 500, **AnalysisBug("internal error while analysing").body()}
+        conn.send(("done", result))
+
+
+#: How often a worker checks that the server that started it is still alive (s).
+ORPHAN_POLL_S = 2.0
+
+
+def watch_parent(pid: int) -> None:
+    """End this process (at once, no cleanup) once ``pid`` (the server, or the process that
+    forked this one) or this process's parent is gone.
+
+    A server killed outright (SIGKILL, the OOM killer) runs no cleanup, nor does a worker
+    killed while a helper decodes for it: the orphan would wait forever, keeping the
+    forkserver and the resource tracker alive too (issues 7 and 12: nothing leaks)."""
+    threading.Thread(target=_exit_with, args=(pid, os.getppid()), daemon=True,
+                     name="stepscope-orphan-watch").start()
+
+
+def _exit_with(pid: int, parent: int) -> None:
+    while os.getppid() == parent and _alive(pid):
+        time.sleep(ORPHAN_POLL_S)
+    os._exit(0)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # the pid now belongs to another user's process
+        return False
+    return True
+
+
+def analyse_file(path: str, progress: Progress, helpers: int = 0) -> Any:
+    """Read and analyse one trace file in this process; returns its ``ViewSet``.
+
+    ``progress("read", f)`` with ``f`` in ``[0, READ_SHARE]`` while reading, then
+    ``progress("analyse", READ_SHARE)``. ``helpers``: see :func:`~.reader.read_trace`.
+    Raises ``TraceError`` for an unusable file.
+    """
+    from ..views import build_views  # imported here: the views pull in every analysis
+
+    return build_views(_read(path, progress, helpers))
+
+
+def _read(path: str, progress: Progress, helpers: int) -> Any:
+    """The trace of ``path``, reporting the ``read`` phase, then the start of ``analyse``."""
+    trace = read_trace(path, progress=lambda f: progress("read", READ_SHARE * f),
+                       helpers=helpers)
+    progress("analyse", READ_SHARE)
+    return trace
+
+
+def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str) -> dict:
+    """Child process: read + analyse ``path``; store the view payloads under ``key``, then
+    the timeline under ``timeline_key(key)``.
+
+    Progress goes to the server over the worker's pipe; the first ``timeline`` message says the payloads
+    are stored. Returns ``{"ok": True}`` or the error ``{"status", "error", "detail", ...}``.
+    """
+    from ..analysis import analyze  # imported here: the views pull in every analysis
+    from ..timeline import build_timeline
+    from ..views import ViewSet
+    from ..views.trace import timeline_inputs
+
+    last = [0.0]
+
+    def progress(phase: str, fraction: float, *, now: bool = False) -> None:
+        t = time.monotonic()
+        if _conn is not None and (now or t - last[0] >= _PROGRESS_EVERY_S or fraction >= 1):
+            last[0] = t
+            _conn.send(("progress", phase, fraction))
+
+    cache = DiskCache(cache_root, max_bytes)
+    try:
+        analysis = analyze(_read(path, progress, _helpers_for(path)))
+        if (failed := _store(cache, path, key, ViewSet(analysis))) is not None:
+            return failed
+        progress("timeline", 0.0, now=True)  # the payloads can be served
+        inputs = timeline_inputs(analysis)
+        del analysis  # free the analysis' intermediates before the timeline's memory peak
+        timeline = build_timeline(**inputs)
+        del inputs
+        progress("timeline", TIMELINE_BUILD_SHARE, now=True)
+        return _store(cache, path, timeline_key(key), timeline) or {"ok": True}
+    except StepscopeError as e:
+        return {"status": e.status, **e.body()}
+    except MemoryError:
+        return {"status": 422, "error": "out of memory",
+                "detail": "The trace needs more memory than is available; profile fewer "
+                          "steps (torch.profiler schedule active=...) or free memory."}
+
+
+#: Share of the timeline phase spent building it (the rest: storing it), for its progress.
+TIMELINE_BUILD_SHARE = 0.6
+
+
+#: Overall fraction the ``trace/*`` routes' progress starts from once the other views are
+#: ready (that of the ``cache`` phase: fractions never decrease, SPEC §3).
+TIMELINE_FROM = 0.95
+
+
+def _store(cache: DiskCache, path: str, key: str, obj: Any) -> dict | None:
+    """Pack ``obj`` into the cache; None, or the error dict when the cache cannot be
+    written (read-only, a regular file, disk full: ``cache_failed``, the server then
+    switches to a private fallback folder and tries again, issue 12 item 2)."""
+    state, arrays = pack(obj)
+    try:
+        cache.put(path, {"state": state}, arrays, key=key)
+    except OSError as e:
+        return {"status": 503, "error": "cache not writable",
+                "detail": f"The analysis cache folder cannot be written ({e.strerror or e}).",
+                "cache_failed": True}
+    return None
+
+
+#: Files at least this big (bytes on disk, gzip or not) are decoded with a helper process.
+HELPER_MIN_BYTES = 4 << 20
+
+
+def _helpers_for(path: str) -> int:
+    """One helper process for a big file when there is a second core for it."""
+    try:
+        big = os.path.getsize(path) >= HELPER_MIN_BYTES
+    except OSError:
+        return 0
+    return 1 if big and (os.cpu_count() or 1) >= 2 else 0
+
