@@ -53,6 +53,8 @@ MEMORY_COLUMNS: dict[str, tuple[type, str]] = {
     "bytes": (np.int64, "args.Bytes: > 0 alloc, < 0 free"),
     "total_allocated": (np.int64, "args['Total Allocated'] after the event, bytes; -1"),
     "total_reserved": (np.int64, "args['Total Reserved'] after the event, bytes; -1"),
+    "addr": (np.int64, "args.Addr: the block's address (pairs an alloc with its free); -1"),
+    "thread": (np.int32, "(pid, tid) lane of the allocating thread, index into threads; -1"),
 }
 
 

@@ -57,6 +57,7 @@ class Args(msgspec.Struct, gc=False):
     bytes: Any = F(default=None, name="Bytes")
     total_allocated: Any = F(default=None, name="Total Allocated")
     total_reserved: Any = F(default=None, name="Total Reserved")
+    addr: Any = F(default=None, name="Addr")
 
 
 #: Any JSON value but an object (msgspec unions take one object type: here Args or Event).
