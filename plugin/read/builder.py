@@ -505,12 +505,12 @@ def _memory_columns(mem: list[Event], args: list, threads: dict) -> dict:
                      and not _bad_lane(e.pid) and not _bad_lane(e.tid) else -1 for e in mem],
                     dtype=np.int32)
 
-    def col(field: str) -> np.ndarray:
-        return int_column([getattr(a, field) if a is not None else None for a in args])
+    def col(field: str, missing: int = -1) -> np.ndarray:
+        return int_column([getattr(a, field) if a is not None else None for a in args], missing)
 
     out = {
         "ts": ts, "device_type": col("device_type"), "device_id": col("device_id"),
-        "bytes": col("bytes"), "total_allocated": col("total_allocated"),
+        "bytes": col("bytes", 0), "total_allocated": col("total_allocated"),
         "total_reserved": col("total_reserved"), "addr": col("addr"), "thread": lane,
     }
     return {k: v[ok] for k, v in out.items()}
