@@ -1,0 +1,168 @@
+"""Memory view payloads (SPEC §4.1, §4.7): ``memory/devices``, ``memory/curve``,
+``memory/events`` and ``memory/stats``.
+
+``build`` keeps each device's curve and allocations as numpy arrays (cached with the other
+payloads) and the per-operator tables as chart tables; ``memory/curve`` downsamples the
+asked window on each request (at most ``2 x width`` points, the window's exact peak kept).
+Times are µs from the trace start (floats, ns exact to 3 decimals); sizes are bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..analysis import Analysis
+from ..analysis.memory import STAT_COLUMNS, DeviceMemory, downsample
+from ..analysis.operators import GROUP_BY
+from ..errors import BadParameter
+from ..timeline.build import MAX_WIDTH, _ns
+from .registry import Param, Route, View
+
+#: Fewest pixels a curve request may ask for (4 samples per bucket of 2 px, see curve()).
+MIN_WIDTH = 4
+EVENT_COLUMNS = (("string", "Operator"), ("number", "Size"), ("number", "Allocation Time"),
+                 ("number", "Release Time"), ("number", "Duration"))
+
+
+def _us(ns: np.ndarray) -> list:
+    return (ns / 1000).tolist()
+
+
+def _device_entry(d: DeviceMemory) -> dict:
+    out = {"device": d.label, "type": d.type, "id": d.id, "events": len(d.ts),
+           "peak_allocated": d.peak_allocated}
+    if d.capacity > 0:
+        out["capacity_bytes"] = d.capacity
+    return out
+
+
+def _stats_table(a: Analysis, d: DeviceMemory, group_by: str) -> dict:
+    st = d.stats[group_by]
+    by_shape = group_by == GROUP_BY[1]
+    t = a.trace
+    cols = [{"type": "string", "name": "Name"}]
+    if by_shape:
+        cols.append({"type": "string", "name": "Input Shape"})
+    cols += [{"type": "number", "name": c} for c in ("Calls", *STAT_COLUMNS)]
+    names = [t.strings[i] for i in st.name.tolist()]
+    lead = ([[n, t.shapes[s] if s >= 0 else ""] for n, s in zip(names, st.shape.tolist())]
+            if by_shape else [[n] for n in names])
+    rows = [h + [c] + v for h, c, v in zip(lead, st.calls.tolist(), st.values.tolist())]
+    return {"columns": cols, "rows": rows}
+
+
+def memory_payloads(a: Analysis) -> dict:
+    """Per device: curve and allocation arrays, the stats tables; plus steps and names."""
+    devs = a.memory.devices
+    t = a.trace
+    used = np.unique(np.concatenate([d.op_name for d in devs] + [np.zeros(0, np.int64)]))
+    used = used[used >= 0]
+    local = np.full(len(t.strings) + 1, -1, dtype=np.int64)
+    local[used] = np.arange(len(used))
+    end_ns = int((t.start + t.dur).max()) if len(t) else 0
+    end_ns = max([end_ns] + [int(d.ts[-1]) for d in devs])
+    per = {}
+    for d in devs:
+        i = d.peak_index
+        per[d.label] = {
+            "ts": d.ts, "allocated": d.allocated, "reserved": d.reserved,
+            "peak": {"allocated": int(d.allocated[i]), "ts_us": int(d.ts[i]) / 1000},
+            "peak_reserved": int(d.reserved.max()) if (d.reserved >= 0).any() else None,
+            "op": local[d.op_name], "size": d.size, "alloc": d.alloc_ts,
+            "release": d.release_ts,
+            "stats": {g: _stats_table(a, d, g) for g in GROUP_BY},
+        }
+    return {"devices": [_device_entry(d) for d in devs], "per": per,
+            "names": [t.strings[i] for i in used.tolist()], "end_us": end_ns / 1000,
+            "steps": [[n, s / 1000, e / 1000] for n, s, e in
+                      zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist())]}
+
+
+def _device(views, p: Mapping[str, str | None]) -> tuple[dict, str]:
+    """The payload and the per-device part asked by ``device`` (default: the first)."""
+    pay = views.payload("Memory")
+    labels = [d["device"] for d in pay["devices"]]
+    if not labels:
+        raise BadParameter("no memory events", "This span has no [memory] events: profile "
+                           "with profile_memory=True to see the Memory view.")
+    label = p.get("device") or labels[0]
+    if label not in pay["per"]:
+        raise BadParameter(f"unknown device {label[:40]!r}",
+                           f"Use one of: {', '.join(labels)} (see memory/devices).")
+    return pay, label
+
+
+def curve(views, p: Mapping[str, str | None]) -> dict:
+    """``memory/curve``: the window ``[start, end]`` (µs, default the whole span),
+    downsampled to per 2-pixel bucket first/min/max/last sample (<= 2 x width points)."""
+    pay, label = _device(views, p)
+    dev = pay["per"][label]
+    try:
+        width = int(p.get("width") or 1000)
+    except ValueError:
+        raise BadParameter("bad width", f"width must be an integer, got {p['width']!r}.") from None
+    if not MIN_WIDTH <= width <= MAX_WIDTH:
+        raise BadParameter("bad width", f"width must be {MIN_WIDTH}..{MAX_WIDTH} pixels, "
+                           f"got {width}.")
+    s = 0 if p.get("start") is None else _ns(p["start"], "start")
+    e = round(pay["end_us"] * 1000) if p.get("end") is None else _ns(p["end"], "end")
+    if s >= e:
+        raise BadParameter("empty window", f"start ({s / 1000} µs) must be before end "
+                           f"({e / 1000} µs).")
+    ts, alloc, res = dev["ts"], dev["allocated"], dev["reserved"]
+    # 4 samples per bucket + the level before the window: at most 2 x width points
+    idx = downsample(ts, alloc, s, e, (2 * width - 1) // 4)
+    reserved = np.where(res[idx] >= 0, res[idx], -1).tolist()
+    rows = [[t, a, r if r >= 0 else None] for t, a, r in
+            zip(_us(ts[idx]), alloc[idx].tolist(), reserved)]
+    lo, hi = int(np.searchsorted(ts, s, side="left")), int(np.searchsorted(ts, e, side="right"))
+    win = None
+    if hi > lo:
+        k = lo + int(np.argmax(alloc[lo:hi]))
+        win = {"allocated": int(alloc[k]), "ts_us": int(ts[k]) / 1000}
+    out = {"device": label, "unit": "bytes", "columns": ["ts_us", "allocated", "reserved"],
+           "rows": rows, "peak": dev["peak"], "window_peak": win,
+           "peak_reserved": dev["peak_reserved"], "steps": pay["steps"],
+           "start_us": s / 1000, "end_us": e / 1000, "range": [0, pay["end_us"]]}
+    cap = next(d.get("capacity_bytes") for d in pay["devices"] if d["device"] == label)
+    if cap:
+        out["capacity_bytes"] = cap
+    return out
+
+
+def events(views, p: Mapping[str, str | None]) -> dict:
+    """``memory/events``: one row per allocation, in allocation order."""
+    pay, label = _device(views, p)
+    dev = pay["per"][label]
+    names = pay["names"] + ["<unknown>"]   # op index -1 -> <unknown>
+    rel = dev["release"]
+    freed = rel >= 0
+    release = np.where(freed, rel / 1000, np.nan)
+    duration = np.where(freed, (rel - dev["alloc"]) / 1000, np.nan)
+    rows = [[names[o], sz, at, None if r != r else r, None if du != du else du]
+            for o, sz, at, r, du in zip(dev["op"].tolist(), dev["size"].tolist(),
+                                        _us(dev["alloc"]), release.tolist(), duration.tolist())]
+    return {"columns": [{"type": ty, "name": n} for ty, n in EVENT_COLUMNS], "rows": rows}
+
+
+GROUP_BY_PARAM = Param("group_by", GROUP_BY, "rows per operator name, or per name + input shape")
+DEVICE_PARAM = Param("device", doc="device label from memory/devices (default: the first)")
+
+VIEW = View(
+    name="Memory", frontend="memory",
+    build=memory_payloads,
+    has_data=lambda a: bool(a.memory.devices),
+    routes=(
+        Route("memory/devices", lambda v, p: v.payload("Memory")["devices"]),
+        Route("memory/curve", curve,
+              (DEVICE_PARAM, Param("start", doc="window start, µs from the trace start"),
+               Param("end", doc="window end, µs from the trace start"),
+               Param("width", doc=f"pixels across the curve ({MIN_WIDTH}..{MAX_WIDTH}, "
+                                  "default 1000)"))),
+        Route("memory/events", events, (DEVICE_PARAM,)),
+        Route("memory/stats", lambda v, p: v.payload("Memory")["per"][_device(v, p)[1]]
+              ["stats"][p["group_by"]], (DEVICE_PARAM, GROUP_BY_PARAM)),
+    ),
+)
