@@ -101,11 +101,11 @@ def analyze_memory(trace: Trace, tree: HostTree, nodes: OpNodes, capacity_of) ->
     m = trace.memory
     n = len(m["ts"])
     notes: list[Note] = []
-    usable = (m["device_type"] >= 0) & (m["bytes"] != 0)
+    usable = m["device_type"] >= 0
     if n and not usable.all():
         notes.append(Note("warning", "memory_bad_args",
                           f"{int((~usable).sum()):,} of {n:,} memory events lack a usable "
-                          "Device Type or Bytes; they are left out of the Memory view."))
+                          "Device Type; they are left out of the Memory view."))
     order = np.lexsort((np.arange(n), m["ts"], m["device_id"], m["device_type"]))
     order = order[usable[order]]
     if not len(order):
