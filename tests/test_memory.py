@@ -230,3 +230,16 @@ def test_real_profile_memory_trace():
     assert max(r[1] for r in curve["rows"]) == devices["GPU1"]["peak_allocated"]
     items = {it["id"] for it in v.get("overview", {})["recommendation_items"]}
     assert "memory_fragmentation" in items and "memory" not in items   # 6.2 of 31.7 GiB
+
+
+def test_payloads_survive_the_payload_cache(views):
+    """The payload cache stores JSON only (load_views unpacks without arrays): the memory
+    routes answer the same from an unpacked ViewSet."""
+    from stepscope.store.packing import pack, unpack
+
+    state, arrays = pack(views)
+    again = unpack(json.loads(json.dumps(state)), {})
+    for route, params in [("memory/curve", {"device": "GPU0", "start": "2", "end": "9"}),
+                          ("memory/events", {"device": "GPU0"}), ("memory/devices", {}),
+                          ("memory/stats", {"device": "CPU", "group_by": "OperationAndInputShape"})]:
+        assert again.get(route, params) == views.get(route, params)

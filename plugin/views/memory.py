@@ -1,14 +1,18 @@
 """Memory view payloads (SPEC §4.1, §4.7): ``memory/devices``, ``memory/curve``,
 ``memory/events`` and ``memory/stats``.
 
-``build`` keeps each device's curve and allocations as numpy arrays (cached with the other
-payloads) and the per-operator tables as chart tables; ``memory/curve`` downsamples the
-asked window on each request (at most ``2 x width`` points, the window's exact peak kept).
+``build`` keeps each device's curve and allocations as plain int lists (cached with the
+other payloads as JSON: the payload cache stores no arrays) and the per-operator tables as
+chart tables; a route turns a device's lists into numpy arrays once per loaded span
+(:func:`_arrays`), and ``memory/curve`` downsamples the asked window on each request (at
+most ``2 x width`` points, the window's exact peak kept).
 Times are µs from the trace start (floats, ns exact to 3 decimals); sizes are bytes.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Mapping
 
 import numpy as np
@@ -22,6 +26,10 @@ from .registry import Param, Route, View
 
 #: Fewest pixels a curve request may ask for (4 samples per bucket of 2 px, see curve()).
 MIN_WIDTH = 4
+#: Per-device lists of the payload (numbers), turned into int64 arrays on first use.
+ARRAY_KEYS = ("ts", "allocated", "reserved", "op", "size", "alloc", "release")
+_ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # ViewSet -> {label: arrays}
+_ARRAYS_LOCK = threading.Lock()
 EVENT_COLUMNS = (("string", "Operator"), ("number", "Size"), ("number", "Allocation Time"),
                  ("number", "Release Time"), ("number", "Duration"))
 
@@ -67,11 +75,12 @@ def memory_payloads(a: Analysis) -> dict:
     for d in devs:
         i = d.peak_index
         per[d.label] = {
-            "ts": d.ts, "allocated": d.allocated, "reserved": d.reserved,
+            "ts": d.ts.tolist(), "allocated": d.allocated.tolist(),
+            "reserved": d.reserved.tolist(),
             "peak": {"allocated": int(d.allocated[i]), "ts_us": int(d.ts[i]) / 1000},
             "peak_reserved": int(d.reserved.max()) if (d.reserved >= 0).any() else None,
-            "op": local[d.op_name], "size": d.size, "alloc": d.alloc_ts,
-            "release": d.release_ts,
+            "op": local[d.op_name].tolist(), "size": d.size.tolist(),
+            "alloc": d.alloc_ts.tolist(), "release": d.release_ts.tolist(),
             "stats": {g: _stats_table(a, d, g) for g in GROUP_BY},
         }
     return {"devices": [_device_entry(d) for d in devs], "per": per,
@@ -94,11 +103,21 @@ def _device(views, p: Mapping[str, str | None]) -> tuple[dict, str]:
     return pay, label
 
 
+def _arrays(views, label: str) -> dict[str, np.ndarray]:
+    """The device's payload lists as int64 arrays, converted once per loaded ViewSet."""
+    with _ARRAYS_LOCK:
+        per_view = _ARRAYS.setdefault(views, {})
+        if label not in per_view:
+            dev = views.payload("Memory")["per"][label]
+            per_view[label] = {k: np.asarray(dev[k], dtype=np.int64) for k in ARRAY_KEYS}
+        return per_view[label]
+
+
 def curve(views, p: Mapping[str, str | None]) -> dict:
     """``memory/curve``: the window ``[start, end]`` (µs, default the whole span),
     downsampled to per 2-pixel bucket first/min/max/last sample (<= 2 x width points)."""
     pay, label = _device(views, p)
-    dev = pay["per"][label]
+    dev = {**pay["per"][label], **_arrays(views, label)}
     try:
         width = int(p.get("width") or 1000)
     except ValueError:
@@ -135,7 +154,7 @@ def curve(views, p: Mapping[str, str | None]) -> dict:
 def events(views, p: Mapping[str, str | None]) -> dict:
     """``memory/events``: one row per allocation, in allocation order."""
     pay, label = _device(views, p)
-    dev = pay["per"][label]
+    dev = _arrays(views, label)
     names = pay["names"] + ["<unknown>"]   # op index -1 -> <unknown>
     rel = dev["release"]
     freed = rel >= 0
