@@ -33,17 +33,29 @@ export function allocationRows(table) {
   return rows.map((r, idx) => ({ ...r, idx, status: r.release_time === null ? NEVER : "freed" }));
 }
 
-/** Plotly traces + shapes of a memory/curve answer (x in ms from the trace start). */
+/** The binary unit to plot bytes up to `max` in: ["GiB", 2**30] and so on. */
+export function byteUnit(max) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (i < units.length - 1 && max >= 1024 ** (i + 1)) i += 1;
+  return [units[i], 1024 ** i];
+}
+
+/** Plotly traces + shapes of a memory/curve answer (x in ms from the trace start, y in
+ * `unit`: the binary unit of the largest value shown; raw bytes in customdata). */
 export function curveFigure(curve, marked = null) {
   const rows = curve.rows ?? [];
+  const top = Math.max(1, curve.capacity_bytes ?? 0, ...rows.map((r) => Math.max(r[1] ?? 0, r[2] ?? 0)));
+  const [unit, scale] = byteUnit(top);
+  const y = (v) => (v === null || v === undefined ? null : v / scale);
   const x = rows.map((r) => r[0] / 1000);
   const hover = rows.map((r) => [`Time: ${escapeHtml(formatDuration(r[0]))}`,
     `Allocated: ${escapeHtml(formatBytes(r[1]))}`,
     `Reserved: ${r[2] === null ? "–" : escapeHtml(formatBytes(r[2]))}`].join("<br>"));
   const data = [
-    { type: "scatter", mode: "lines", name: "Allocated", x, y: rows.map((r) => r[1]), line: { shape: "hv", color: "#4e79a7" },
+    { type: "scatter", mode: "lines", name: "Allocated", x, y: rows.map((r) => y(r[1])), customdata: rows.map((r) => r[1]), line: { shape: "hv", color: "#4e79a7" },
       hovertext: hover, hoverinfo: "text" },
-    { type: "scatter", mode: "lines", name: "Reserved", x, y: rows.map((r) => r[2]), line: { shape: "hv", color: "#f28e2b" },
+    { type: "scatter", mode: "lines", name: "Reserved", x, y: rows.map((r) => y(r[2])), customdata: rows.map((r) => r[2]), line: { shape: "hv", color: "#f28e2b" },
       hovertext: hover, hoverinfo: "text" },
   ];
   const shapes = [];
@@ -58,17 +70,17 @@ export function curveFigure(curve, marked = null) {
   }
   const peak = curve.peak;
   if (peak && peak.ts_us >= s && peak.ts_us <= e) {
-    data.push({ type: "scatter", mode: "markers", name: "Peak", x: [peak.ts_us / 1000], y: [peak.allocated],
+    data.push({ type: "scatter", mode: "markers", name: "Peak", x: [peak.ts_us / 1000], y: [y(peak.allocated)], customdata: [peak.allocated],
       marker: { color: "#e15759", size: 9, symbol: "diamond" }, hoverinfo: "text",
       hovertext: [`Peak allocated: ${escapeHtml(formatBytes(peak.allocated))}<br>at ${escapeHtml(formatDuration(peak.ts_us))}`] });
-    annotations.push({ x: peak.ts_us / 1000, y: peak.allocated, xref: "x", yref: "y", ax: 0, ay: -26,
+    annotations.push({ x: peak.ts_us / 1000, y: y(peak.allocated), xref: "x", yref: "y", ax: 0, ay: -26,
       text: `Peak ${escapeHtml(formatBytes(peak.allocated))} @ ${escapeHtml(formatDuration(peak.ts_us))}`,
       font: { size: 11, color: "#e15759" }, arrowcolor: "#e15759" });
   }
   if (curve.capacity_bytes) {
-    shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: curve.capacity_bytes, y1: curve.capacity_bytes,
+    shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: y(curve.capacity_bytes), y1: y(curve.capacity_bytes),
       line: { color: "#e15759", width: 1, dash: "dash" } });
-    annotations.push({ xref: "paper", x: 0, xanchor: "left", y: curve.capacity_bytes, yanchor: "bottom", showarrow: false,
+    annotations.push({ xref: "paper", x: 0, xanchor: "left", y: y(curve.capacity_bytes), yanchor: "bottom", showarrow: false,
       text: `Capacity ${escapeHtml(formatBytes(curve.capacity_bytes))}`, font: { size: 10, color: "#e15759" } });
   }
   if (marked) {
@@ -79,7 +91,7 @@ export function curveFigure(curve, marked = null) {
       showarrow: false, font: { size: 11, color: "#2f6b2a" },
       text: `${escapeHtml(marked.operator)} ${escapeHtml(formatBytes(marked.size))}${marked.release_time === null ? ` (${NEVER})` : ""}` });
   }
-  return { data, shapes, annotations };
+  return { data, shapes, annotations, unit };
 }
 
 function deviceSelect(ctx, devices, current) {
@@ -182,7 +194,7 @@ export async function render(root, ctx) {
       await plot(chart, fig.data, {
         margin: { l: 72, r: 16, t: 24, b: 40 }, height: 340, dragmode: "zoom", hovermode: "closest",
         xaxis: { title: { text: "Time from the trace start (ms)" }, range: [body.start_us / 1000, body.end_us / 1000], gridcolor: "#e4e7eb" },
-        yaxis: { title: { text: "Bytes" }, fixedrange: true, rangemode: "tozero", gridcolor: "#e4e7eb" },
+        yaxis: { title: { text: `Memory (${fig.unit})` }, fixedrange: true, rangemode: "tozero", gridcolor: "#e4e7eb" },
         legend: { orientation: "h", x: 0, y: -0.22 }, shapes: fig.shapes, annotations: fig.annotations,
       });
     } finally {

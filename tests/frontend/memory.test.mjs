@@ -1,7 +1,7 @@
 // Unit tests of frontend/views/memory.js helpers (run by tests/test_frontend_unit.py).
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { allocationRows, curveFigure, liveIn, num } from "../../frontend/views/memory.js";
+import { allocationRows, byteUnit, curveFigure, liveIn, num } from "../../frontend/views/memory.js";
 
 const TABLE = {
   columns: [{ type: "string", name: "Operator" }, { type: "number", name: "Size" },
@@ -33,6 +33,10 @@ test("curve figure: hover text, peak marker, steps in the window, marked allocat
   const marked = allocationRows(TABLE)[3];
   const fig = curveFigure(curve, marked);
   assert.deepEqual(fig.data[0].x, [1, 7]);                   // ms
+  assert.equal(fig.unit, "B");
+  assert.deepEqual(fig.data[0].customdata, [8, 26]);
+  assert.deepEqual(byteUnit(6629508096), ["GiB", 2 ** 30]);
+  assert.deepEqual(byteUnit(1023), ["B", 1]);
   assert.match(fig.data[0].hovertext[1], /Reserved: –/);
   assert.equal(fig.data[2].name, "Peak");
   assert.ok(fig.annotations.some((a) => a.text === "#3"));
