@@ -1,7 +1,8 @@
 """Memory view cost (issue 14): on a ResNet-50 replica with ``[memory]`` events added as
 ``profile_memory=True`` writes them (make_big_trace.py --memory), the share the memory
 analysis adds to the analysis worker's time to overview (read + analyse + every payload),
-and the time of every ``memory/*`` answer after analysis (JSON-encoded, as served).
+and the time of every ``memory/*`` answer after analysis (encoded with orjson, as the app
+serves it; gzip not included).
 
     python benchmarks/bench_memory.py [--times 10] [TRACE]
 """
@@ -9,11 +10,11 @@ and the time of every ``memory/*`` answer after analysis (JSON-encoded, as serve
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 
+import orjson
 from make_big_trace import replica  # benchmarks/ is on sys.path when run as a script
 
 from stepscope.analysis.gpu_metrics import device_props
@@ -66,7 +67,7 @@ def main() -> None:
                               ("memory/events", {"device": d.label}),
                               ("memory/stats", {"device": d.label, "group_by": "Operation"})):
             def answer(route=route, params=params):
-                return json.dumps(views.get(route, params))
+                return orjson.dumps(views.get(route, params), option=orjson.OPT_SERIALIZE_NUMPY)
             first, _ = best(answer, 1)
             t, body = best(answer)
             print(f"  {route:15} {d.label:5} {'window' if 'start' in params else '':6} "
