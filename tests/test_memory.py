@@ -139,8 +139,10 @@ def test_trace_without_memory_events_has_no_memory_view():
     v = build_views(build([op("A", 0, 10)]))
     assert "Memory" not in v.names()
     assert v.get("memory/devices", {}) == []
+    assert v.get("memory/curve", {})["rows"] == [] and v.get("memory/events", {})["rows"] == []
+    assert v.get("memory/stats", {"group_by": "OperationAndInputShape"})["rows"] == []
     with pytest.raises(BadParameter):
-        v.get("memory/curve", {})
+        v.get("memory/curve", {"device": "GPU0"})
 
 
 def _write(tmp_path, events, props=None):

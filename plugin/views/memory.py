@@ -89,18 +89,22 @@ def memory_payloads(a: Analysis) -> dict:
                       zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist())]}
 
 
-def _device(views, p: Mapping[str, str | None]) -> tuple[dict, str]:
-    """The payload and the per-device part asked by ``device`` (default: the first)."""
+def _device(views, p: Mapping[str, str | None]) -> tuple[dict, str | None]:
+    """The payload and the device asked by ``device`` (default: the first; None when the
+    span has no memory events and none was asked). 400 for a device the span lacks."""
     pay = views.payload("Memory")
     labels = [d["device"] for d in pay["devices"]]
-    if not labels:
-        raise BadParameter("no memory events", "This span has no [memory] events: profile "
-                           "with profile_memory=True to see the Memory view.")
-    label = p.get("device") or labels[0]
-    if label not in pay["per"]:
+    label = p.get("device") or (labels[0] if labels else None)
+    if label is not None and label not in pay["per"]:
         raise BadParameter(f"unknown device {label[:40]!r}",
-                           f"Use one of: {', '.join(labels)} (see memory/devices).")
+                           f"Use one of: {', '.join(labels)} (see memory/devices)." if labels
+                           else "This span has no [memory] events: profile with "
+                           "profile_memory=True to see the Memory view.")
     return pay, label
+
+
+def _table(columns, rows: list) -> dict:
+    return {"columns": [{"type": ty, "name": n} for ty, n in columns], "rows": rows}
 
 
 def _arrays(views, label: str) -> dict[str, np.ndarray]:
@@ -117,6 +121,11 @@ def curve(views, p: Mapping[str, str | None]) -> dict:
     """``memory/curve``: the window ``[start, end]`` (µs, default the whole span),
     downsampled to per 2-pixel bucket first/min/max/last sample (<= 2 x width points)."""
     pay, label = _device(views, p)
+    if label is None:   # no memory events: an empty curve
+        return {"device": None, "unit": "bytes", "columns": ["ts_us", "allocated", "reserved"],
+                "rows": [], "peak": None, "window_peak": None, "peak_reserved": None,
+                "steps": pay["steps"], "start_us": 0.0, "end_us": pay["end_us"],
+                "range": [0, pay["end_us"]]}
     dev = {**pay["per"][label], **_arrays(views, label)}
     try:
         width = int(p.get("width") or 1000)
@@ -154,6 +163,8 @@ def curve(views, p: Mapping[str, str | None]) -> dict:
 def events(views, p: Mapping[str, str | None]) -> dict:
     """``memory/events``: one row per allocation, in allocation order."""
     pay, label = _device(views, p)
+    if label is None:
+        return _table(EVENT_COLUMNS, [])
     dev = _arrays(views, label)
     names = pay["names"] + ["<unknown>"]   # op index -1 -> <unknown>
     rel = dev["release"]
@@ -163,7 +174,17 @@ def events(views, p: Mapping[str, str | None]) -> dict:
     rows = [[names[o], sz, at, None if r != r else r, None if du != du else du]
             for o, sz, at, r, du in zip(dev["op"].tolist(), dev["size"].tolist(),
                                         _us(dev["alloc"]), release.tolist(), duration.tolist())]
-    return {"columns": [{"type": ty, "name": n} for ty, n in EVENT_COLUMNS], "rows": rows}
+    return _table(EVENT_COLUMNS, rows)
+
+
+def stats(views, p: Mapping[str, str | None]) -> dict:
+    """``memory/stats``: the per-operator memory table of the device."""
+    pay, label = _device(views, p)
+    if label is None:
+        cols = [("string", "Name")] + ([("string", "Input Shape")]
+                                       if p["group_by"] == GROUP_BY[1] else [])
+        return _table(cols + [("number", c) for c in ("Calls", *STAT_COLUMNS)], [])
+    return pay["per"][label]["stats"][p["group_by"]]
 
 
 GROUP_BY_PARAM = Param("group_by", GROUP_BY, "rows per operator name, or per name + input shape")
@@ -181,7 +202,6 @@ VIEW = View(
                Param("width", doc=f"pixels across the curve ({MIN_WIDTH}..{MAX_WIDTH}, "
                                   "default 1000)"))),
         Route("memory/events", events, (DEVICE_PARAM,)),
-        Route("memory/stats", lambda v, p: v.payload("Memory")["per"][_device(v, p)[1]]
-              ["stats"][p["group_by"]], (DEVICE_PARAM, GROUP_BY_PARAM)),
+        Route("memory/stats", stats, (DEVICE_PARAM, GROUP_BY_PARAM)),
     ),
 )
