@@ -166,14 +166,13 @@ def events(views, p: Mapping[str, str | None]) -> dict:
     if label is None:
         return _table(EVENT_COLUMNS, [])
     dev = _arrays(views, label)
-    names = pay["names"] + ["<unknown>"]   # op index -1 -> <unknown>
-    rel = dev["release"]
+    names = np.array(pay["names"] + ["<unknown>"], dtype=object)  # op index -1 -> <unknown>
+    rel, at = dev["release"], dev["alloc"]
     freed = rel >= 0
-    release = np.where(freed, rel / 1000, np.nan)
-    duration = np.where(freed, (rel - dev["alloc"]) / 1000, np.nan)
-    rows = [[names[o], sz, at, None if r != r else r, None if du != du else du]
-            for o, sz, at, r, du in zip(dev["op"].tolist(), dev["size"].tolist(),
-                                        _us(dev["alloc"]), release.tolist(), duration.tolist())]
+    release = np.where(freed, rel / 1000, None)        # object arrays: None where not freed
+    duration = np.where(freed, (rel - at) / 1000, None)
+    rows = list(map(list, zip(names[dev["op"]].tolist(), dev["size"].tolist(), _us(at),
+                              release.tolist(), duration.tolist())))
     return _table(EVENT_COLUMNS, rows)
 
 
