@@ -114,6 +114,7 @@ def analyze_memory(trace: Trace, tree: HostTree, nodes: OpNodes, capacity_of) ->
     cut = np.flatnonzero((np.diff(dt) != 0) | (np.diff(di) != 0)) + 1
     owner = enclosing_ops(trace, tree, m["thread"][order], m["ts"][order])
     children = child_positions(tree, nodes)
+    groups = groupings(trace, tree, nodes)
     devices = []
     totals_missing = unmatched = reused = 0
     for part, own in zip(np.split(order, cut), np.split(owner, cut)):
@@ -136,8 +137,7 @@ def analyze_memory(trace: Trace, tree: HostTree, nodes: OpNodes, capacity_of) ->
             alloc_ts=ts[alloc], release_ts=rel_ts[alloc], size=b[alloc],
             op_name=name[alloc].astype(np.int64))
         sums = node_sums(trace, tree, children, ts, b)
-        dev.stats = {g: op_stats(trace, tree, nodes, sums, by_shape=(g == GROUP_BY[1]))
-                     for g in GROUP_BY}
+        dev.stats = {g: op_stats(groups[g], sums) for g in GROUP_BY}
         devices.append(dev)
     if totals_missing:
         notes.append(Note("info", "memory_totals_missing",
@@ -256,9 +256,15 @@ def node_sums(trace: Trace, tree: HostTree, children: tuple[np.ndarray, np.ndarr
 
 
 def group_sum(gid: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """``out[k] = values[gid == k].sum(axis=0)`` for 2-D int64 ``values``, exact."""
+    """``out[k] = values[gid == k].sum(axis=0)`` for 2-D int64 ``values``, exact: float
+    bincounts while every partial sum stays below 2**53, else an integer sort + reduceat."""
     out = np.zeros((n, values.shape[1]), dtype=np.int64)
     if not len(gid):
+        return out
+    bound = max(int(values.max(initial=0)), -int(values.min(initial=0))) * len(gid)
+    if bound < 1 << 53:  # every partial sum is exact in float64
+        for c in range(values.shape[1]):
+            out[:, c] = np.rint(np.bincount(gid, weights=values[:, c], minlength=n))
         return out
     order = np.argsort(gid, kind="stable")
     g = gid[order]
@@ -267,25 +273,43 @@ def group_sum(gid: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def op_stats(trace: Trace, tree: HostTree, nodes: OpNodes, sums: tuple[np.ndarray, np.ndarray],
-             *, by_shape: bool) -> OpStats:
-    """Per-operator memory table of one device from its :func:`node_sums`, grouped by name
-    (and input shape), sorted by size increase, then self size increase, then name id."""
-    total, self_ = sums
+@dataclass
+class Grouping:
+    """Operator-table positions and their groups (by name, or name + input shape)."""
+
+    sel: np.ndarray      # tree positions of table rows
+    gid: np.ndarray      # group of each
+    name: np.ndarray     # per group: name string id
+    shape: np.ndarray    # per group: shape id (-1)
+
+
+def groupings(trace: Trace, tree: HostTree, nodes: OpNodes) -> dict[str, Grouping]:
+    """The operator table's groups for each ``GROUP_BY`` value (computed once per trace)."""
     sel = np.flatnonzero(table_mask(trace, tree, nodes))
-    if not len(sel):
-        z = np.zeros(0, dtype=np.int64)
-        return OpStats(z, z, z, np.zeros((0, 6), dtype=np.int64))
-    names = trace.name[tree.rows[sel]]
-    shapes = (trace.shape[tree.rows[sel]] if by_shape
-              else np.full(len(sel), -1, dtype=np.int32))
-    first, gid = group_ids(names, shapes)
-    per = np.concatenate([total[sel], self_[sel]], axis=1)   # t0 t1 t2 s0 s1 s2
-    vals = group_sum(gid, per, len(first))[:, [0, 3, 1, 4, 2, 5]]
-    calls = np.bincount(gid, minlength=len(first)).astype(np.int64)
-    order = np.lexsort((names[first], -vals[:, 1], -vals[:, 0]))
-    return OpStats(name=names[first][order].astype(np.int64),
-                   shape=shapes[first][order].astype(np.int64), calls=calls[order],
+    names = trace.name[tree.rows[sel]].astype(np.int64)
+    out = {}
+    for g in GROUP_BY:
+        shapes = (trace.shape[tree.rows[sel]].astype(np.int64) if g == GROUP_BY[1]
+                  else np.full(len(sel), -1, dtype=np.int64))
+        if not len(sel):
+            z = np.zeros(0, dtype=np.int64)
+            out[g] = Grouping(sel, z, z, z)
+            continue
+        first, gid = group_ids(names, shapes)
+        out[g] = Grouping(sel, gid, names[first], shapes[first])
+    return out
+
+
+def op_stats(grouping: Grouping, sums: tuple[np.ndarray, np.ndarray]) -> OpStats:
+    """Per-operator memory table of one device from its :func:`node_sums`, sorted by size
+    increase, then self size increase, then name id."""
+    total, self_ = sums
+    gr = grouping
+    per = np.concatenate([total[gr.sel], self_[gr.sel]], axis=1)   # t0 t1 t2 s0 s1 s2
+    vals = group_sum(gr.gid, per, len(gr.name))[:, [0, 3, 1, 4, 2, 5]]
+    calls = np.bincount(gr.gid, minlength=len(gr.name)).astype(np.int64)
+    order = np.lexsort((gr.name, -vals[:, 1], -vals[:, 0]))
+    return OpStats(name=gr.name[order], shape=gr.shape[order], calls=calls[order],
                    values=vals[order])
 
 
