@@ -6,7 +6,13 @@ only to itself, and ``ProfilerStep#N`` is renumbered so step names stay unique. 
 events and top-level keys are written once. Output is Kineto-formatted JSON (``.json``) or
 gzip level 1 (``.json.gz``).
 
-    python benchmarks/make_big_trace.py SOURCE OUT --times 10
+``--memory`` first adds ``[memory]`` instants to a source without them, in the proportion
+``profile_memory=True`` writes them (the shared profile_memory trace: one allocation per 4
+host ops (``cpu_op``, ``Operator`` in 2021 files), each freed later: 0.5 memory events per
+op; ~5 % on the CPU, the rest on GPU0), with exact running ``Total Allocated`` /
+``Total Reserved``.
+
+    python benchmarks/make_big_trace.py SOURCE OUT --times 10 [--memory]
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import argparse
 import gzip
 import json
 import os
+import random
 import re
 import sys
 
@@ -25,12 +32,13 @@ SOURCE = os.path.join(HERE, "..", "..", "shared", "traces", "kineto_resnet50",
                       "resnet50_num_workers_0", "worker0.pt.trace.json.gz")
 
 
-def replica(times: int, path: str) -> str:
-    """``path``, holding ``times`` copies of :data:`SOURCE` (made on first use)."""
+def replica(times: int, path: str, memory: bool = False) -> str:
+    """``path``, holding ``times`` copies of :data:`SOURCE` (made on first use), with
+    ``[memory]`` events added when ``memory``."""
     if not os.path.exists(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".partial" + (".gz" if path.endswith(".gz") else "")
-        main([SOURCE, tmp, "--times", str(times)])
+        main([SOURCE, tmp, "--times", str(times)] + (["--memory"] if memory else []))
         os.replace(tmp, path)  # an interrupted run leaves no half-written replica
     return path
 
@@ -46,6 +54,49 @@ def _max(events: list, key: str) -> int:
     vals = [e["args"][key] for e in events
             if isinstance(e.get("args"), dict) and isinstance(e["args"].get(key), int)]
     return max(vals, default=0)
+
+
+#: one allocation per this many cpu_op events (the shared profile_memory trace: 56,680 ops,
+#: 14,005 allocations)
+OPS_PER_ALLOCATION = 4
+#: share of the allocations on the CPU (that trace: 620 of 14,005)
+CPU_SHARE = 0.05
+
+
+def add_memory_events(doc: dict, seed: int = 0) -> int:
+    """Append ``[memory]`` alloc/free pairs to ``doc``'s events (see the module doc); return
+    how many were added. Each allocation happens inside its op (at its midpoint, on its
+    thread) and is freed after a random lifetime (the op's duration up to 50 ms), or never
+    when that falls past the trace's end (as a profile window cuts live tensors)."""
+    rng = random.Random(seed)
+    events = doc["traceEvents"]
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "Operator")
+           and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float))]
+    t_end = max(e["ts"] + e["dur"] for e in ops) if ops else 0
+    raw = []  # (ts, device type, device id, addr, bytes, pid, tid)
+    for i, e in enumerate(ops[::OPS_PER_ALLOCATION]):
+        dtype, did = (0, -1) if rng.random() < CPU_SHARE else (1, 0)
+        size = 512 * rng.randint(1, 1 << 14)
+        t = e["ts"] + e["dur"] / 2
+        addr = 0x7F0000000000 + i * (1 << 26)
+        raw.append((t, dtype, did, addr, size, e["pid"], e["tid"]))
+        free = t + rng.uniform(max(e["dur"], 1), 50_000)
+        if free < t_end:
+            raw.append((free, dtype, did, addr, -size, e["pid"], e["tid"]))
+    raw.sort(key=lambda r: r[0])
+    allocated: dict = {}
+    reserved: dict = {}
+    for t, dtype, did, addr, b, pid, tid in raw:
+        key = (dtype, did)
+        allocated[key] = allocated.get(key, 0) + b
+        reserved[key] = max(reserved.get(key, 0), -(-allocated[key] * 5 // 4 // (2 << 20)) * (2 << 20))
+        events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",
+                       "pid": pid, "tid": tid, "ts": round(t, 3),
+                       "args": {"Device Type": dtype, "Device Id": did, "Addr": addr, "Bytes": b,
+                                "Total Allocated": allocated[key],
+                                "Total Reserved": reserved[key]}})
+    doc["profile_memory"] = 1
+    return len(raw)
 
 
 def replicate(doc: dict, times: int, out) -> int:
@@ -95,8 +146,12 @@ def main(argv=None) -> int:
     ap.add_argument("source")
     ap.add_argument("out", help="output path (.json or .json.gz)")
     ap.add_argument("--times", type=int, default=10)
+    ap.add_argument("--memory", action="store_true",
+                    help="add [memory] events as profile_memory=True writes them")
     args = ap.parse_args(argv)
     doc = load(args.source)
+    if args.memory and not any(e.get("name") == "[memory]" for e in doc["traceEvents"]):
+        print(f"added {add_memory_events(doc):,} [memory] events per copy", file=sys.stderr)
     if args.out.endswith(".gz"):
         with gzip.open(args.out, "wt", compresslevel=1, encoding="utf-8") as f:
             n = replicate(doc, args.times, f)

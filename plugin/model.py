@@ -51,9 +51,11 @@ MEMORY_COLUMNS: dict[str, tuple[type, str]] = {
     "ts": (np.int64, "time, ns relative to origin_ns"),
     "device_type": (np.int32, "args['Device Type'] (0 CPU, 1 CUDA, ...); -1"),
     "device_id": (np.int32, "args['Device Id']; -1"),
-    "bytes": (np.int64, "args.Bytes: > 0 alloc, < 0 free"),
+    "bytes": (np.int64, "args.Bytes: > 0 alloc, < 0 free; 0 when missing"),
     "total_allocated": (np.int64, "args['Total Allocated'] after the event, bytes; -1"),
     "total_reserved": (np.int64, "args['Total Reserved'] after the event, bytes; -1"),
+    "addr": (np.int64, "args.Addr: the block's address (pairs an alloc with its free); -1"),
+    "thread": (np.int32, "(pid, tid) lane of the allocating thread, index into threads; -1"),
 }
 
 

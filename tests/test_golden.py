@@ -238,7 +238,12 @@ KNOWN_BUGS: dict[str, str] = {}
 def test_shared_trace_routes(key):
     views = shared_views(key)
     views.analysis.check()
-    assert views.names()[-1] == "Trace"
+    names = views.names()
+    has_memory = len(views.analysis.trace.memory["ts"]) > 0
+    assert names[-1] == ("Memory" if has_memory else "Trace") and "Trace" in names
+    for d in _sane(views, "memory/devices", {}):   # every device's memory routes answer
+        for route in ("memory/curve", "memory/events", "memory/stats"):
+            _sane(views, route, {"device": d["device"]})
     for note in views.notes():
         assert set(note) == {"level", "code", "text"} and note["level"] in ("info", "warning")
 

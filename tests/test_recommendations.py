@@ -177,6 +177,18 @@ def test_memory_near_capacity(peak, fires):
     assert ("memory" in items) is fires
 
 
+@pytest.mark.parametrize("reserved,fires", [(1501, True), (1500, False)])
+def test_memory_fragmentation_at_the_allocated_peak(reserved, fires):
+    # reserved > 1.5 x allocated at the allocated peak (1000 @2), not elsewhere (@1: 10x)
+    items, _ = advice(busy_gpu([memory(1, 100, reserved=1000), memory(2, 1000, reserved=reserved),
+                                memory(3, 10, reserved=reserved)]))
+    assert ("memory_fragmentation" in items) is fires
+    if fires:
+        assert "GPU0: 0.00 GiB reserved for 0.00 GiB allocated (1.5x)" in \
+            items["memory_fragmentation"]["evidence"]
+        assert "expandable_segments:True" in items["memory_fragmentation"]["text"]
+
+
 def test_names_from_the_trace_are_escaped_in_html():
     evil = 'nn.Module: DataParallel<img src=x onerror="alert(1)">'
     events = busy_gpu([py(evil, 0, 50), kernel("k1", 0, 100, device_id=1, grid=[800, 1, 1],
@@ -193,7 +205,7 @@ def test_to_html_escapes_item_text():
 
 def test_rules_are_pure_functions_of_facts():
     assert recommend(Facts()) == []
-    assert len(RULES) == 9
+    assert len(RULES) == 10
 
 
 @pytest.mark.skipif(not have_shared(), reason="shared traces missing")

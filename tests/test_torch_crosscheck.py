@@ -37,9 +37,12 @@ GENERATE = textwrap.dedent('''
         def ready(prof):
             prof.export_chrome_trace(os.path.join(out, name + ".pt.trace.json"))
             by_name = {e.key: {"calls": e.count, "total": e.cpu_time_total,
-                               "self": e.self_cpu_time_total} for e in prof.key_averages()}
+                               "self": e.self_cpu_time_total, "mem": e.cpu_memory_usage,
+                               "self_mem": e.self_cpu_memory_usage}
+                       for e in prof.key_averages()}
             by_shape = [{"name": e.key, "shape": str(e.input_shapes), "calls": e.count,
-                         "total": e.cpu_time_total, "self": e.self_cpu_time_total}
+                         "total": e.cpu_time_total, "self": e.self_cpu_time_total,
+                         "mem": e.cpu_memory_usage, "self_mem": e.self_cpu_memory_usage}
                         for e in prof.key_averages(group_by_input_shape=True)]
             with open(os.path.join(out, name + ".ka.json"), "w") as f:
                 json.dump({"by_name": by_name, "by_shape": by_shape}, f)
@@ -216,3 +219,27 @@ def test_memory_trace_reads_memory_events(generated):
     assert len(views.analysis.trace.memory["ts"]) > 0
     assert views.get("overview", {})["environments"][1] == {"title": "Device Type",
                                                             "value": "CPU"}
+
+
+@pytest.mark.parametrize("group_by", ["Operation", "OperationAndInputShape"])
+def test_memory_stats_equal_key_averages_byte_for_byte(generated, group_by):
+    """SPEC §4.1: every row of memory/stats (CPU) has torch's calls, cpu_memory_usage and
+    self_cpu_memory_usage exactly."""
+    views, ka = _load(generated, "memory")
+    assert "Memory" in views.names()
+    table = views.get("memory/stats", {"device": "CPU", "group_by": group_by})
+    cols = [c["name"] for c in table["columns"]]
+    by_shape = group_by == "OperationAndInputShape"
+    theirs = ({(e["name"], e["shape"]): e for e in ka["by_shape"]} if by_shape
+              else ka["by_name"])
+    bad, nonzero = [], 0
+    for row in table["rows"]:
+        r = dict(zip(cols, row))
+        key = (r["Name"], r["Input Shape"] or "[]") if by_shape else r["Name"]
+        k = theirs.get(key)
+        got = (r["Calls"], r["Size Increase"], r["Self Size Increase"])
+        nonzero += bool(r["Size Increase"] or r["Self Size Increase"])
+        if k is None or (k["calls"], k["mem"], k["self_mem"]) != got:
+            bad.append(f"{key}: torch {k} ours {got}")
+    assert not bad, "\n".join(bad[:20])
+    assert nonzero >= 5 and len(table["rows"]) > 10

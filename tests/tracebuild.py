@@ -113,11 +113,15 @@ def launch(op_name: str, ts: Any, dur: Any, kernel_name: str, k_ts: Any, k_dur: 
 
 
 def memory(ts: Any, total_allocated: int, *, device_id: int = 0, device_type: int = 1,
-           nbytes: int = 0) -> dict:
-    """A ``[memory]`` instant event."""
-    return {"ph": "i", "name": "[memory]", "ts": ts, "pid": HOST_PID, "tid": 1,
-            "args": {"Device Type": device_type, "Device Id": device_id, "Bytes": nbytes,
-                     "Total Allocated": total_allocated, "Total Reserved": total_allocated}}
+           nbytes: int = 0, addr: Optional[int] = None, reserved: Optional[int] = None,
+           tid: Any = 1) -> dict:
+    """A ``[memory]`` instant event (``reserved`` defaults to ``total_allocated``)."""
+    args = {"Device Type": device_type, "Device Id": device_id, "Bytes": nbytes,
+            "Total Allocated": total_allocated,
+            "Total Reserved": total_allocated if reserved is None else reserved}
+    if addr is not None:
+        args["Addr"] = addr
+    return {"ph": "i", "name": "[memory]", "ts": ts, "pid": HOST_PID, "tid": tid, "args": args}
 
 
 def _int(v: Any) -> int:
@@ -148,9 +152,12 @@ def build(events: list[dict], *, device_properties: Optional[list[dict]] = None,
             mem["ts"].append(ns(e["ts"]))
             mem["device_type"].append(_int(args.get("Device Type")))
             mem["device_id"].append(_int(args.get("Device Id")))
-            mem["bytes"].append(_int(args.get("Bytes")))
+            nbytes = args.get("Bytes")
+            mem["bytes"].append(nbytes if type(nbytes) is int else 0)
             mem["total_allocated"].append(_int(args.get("Total Allocated")))
             mem["total_reserved"].append(_int(args.get("Total Reserved")))
+            mem["addr"].append(_int(args.get("Addr")))
+            mem["thread"].append(threads.setdefault((e["pid"], e["tid"]), len(threads)))
             continue
         kind = category_kind(e["cat"])
         if kind in STEP_KINDS and STEP_NAME.match(e["name"]):

@@ -42,7 +42,7 @@ const FONT = { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtons: [["toImage"]],
   showLink: false, showSendToCloud: false, showEditInChartStudio: false };
 
-async function plot(node, data, layout) {
+export async function plot(node, data, layout) {
   const Plotly = await loadPlotly();
   await Plotly.react(node, data, { font: FONT, paper_bgcolor: "rgba(0,0,0,0)",
     plot_bgcolor: "rgba(0,0,0,0)", hoverlabel: { font: { ...FONT, color: "#fff" }, bgcolor: "#1f2933", align: "left" },

@@ -1,12 +1,12 @@
 // The table component every view uses: search box, sortable headers, paging and
 // optionally expandable rows. Logic lives in table_model.js; this file only builds DOM.
 import { breakable, el, helpIcon, setChildren } from "./dom.js";
-import { formatCount, formatDuration, formatPercent, shortenName } from "./format.js";
+import { formatBytes, formatCount, formatDuration, formatPercent, shortenName } from "./format.js";
 import { tableView } from "./table_model.js";
 import { errorPanel, loadingLine } from "./status.js";
 
 export const PAGE_SIZES = [10, 25, 50, 100];
-const NUMERIC = new Set(["count", "duration", "percent", "number"]);
+const NUMERIC = new Set(["count", "duration", "percent", "number", "bytes"]);
 
 /** A cell's display text by column kind. */
 export function cellText(value, kind) {
@@ -14,6 +14,7 @@ export function cellText(value, kind) {
     case "duration": return formatDuration(value);
     case "count": return formatCount(value);
     case "percent": return formatPercent(value);
+    case "bytes": return formatBytes(value);
     case "number": return typeof value === "number" ? formatCount(value) : String(value ?? "–");
     case "bool": return value === true ? "Yes" : value === false ? "No" : String(value ?? "–");
     default: return value === null || value === undefined ? "" : String(value);
@@ -38,11 +39,12 @@ function cell(row, col) {
  *   help?, shorten? (max chars, full text on hover), width? (CSS min-width)}], rows, searchKeys,
  *   state {search, sort, dir}, onStateChange(patch) (to mirror search/sort into the URL),
  *   rowKey(row), expandable(row), renderDetail(row) -> Promise<Node>, noun ("operators"),
- *   pageSize.
+ *   pageSize, onRowClick(row) (rows become clickable), rowClass(row) -> extra class names.
  */
 export function createTable(options) {
   const { columns, searchKeys = [columns[0].key], onStateChange, noun = "rows",
-    expandable = () => false, renderDetail, rowKey = (r) => JSON.stringify(r) } = options;
+    expandable = () => false, renderDetail, rowKey = (r) => JSON.stringify(r), onRowClick,
+    rowClass = () => "" } = options;
   let rows = options.rows ?? [];
   const st = { search: options.state?.search ?? "", sort: options.state?.sort ?? "",
     dir: options.state?.dir === "asc" ? "asc" : "desc", page: 0,
@@ -119,7 +121,10 @@ export function createTable(options) {
         cells[0].prepend(btn);
       }
       if (renderDetail) cells[0].classList.add("has-toggle"); // room for the toggle, aligned
-      out.push(el("tr", { className: expanded.has(key) ? "expanded" : "" }, cells));
+      const cls = [expanded.has(key) ? "expanded" : "", onRowClick ? "clickable" : "", rowClass(row)];
+      out.push(el("tr", { className: cls.filter(Boolean).join(" "),
+        on: onRowClick ? { click: (e) => { if (!e.target.closest("button")) onRowClick(row); } } : {} },
+      cells));
       if (renderDetail && expanded.has(key) && expandable(row)) out.push(detailRow(key, row));
     }
     if (!out.length) {

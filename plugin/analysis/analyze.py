@@ -18,8 +18,9 @@ from ..taxonomy import (
 )
 from ..units import pct
 from .breakdown import Breakdown, name_mask, step_breakdown
-from .gpu_metrics import GpuSummary, gpu_summaries, is_rocm
+from .gpu_metrics import GpuSummary, device_props, gpu_summaries, is_rocm
 from .links import Links, attach_by_time, link
+from .memory import MemoryAnalysis, analyze_memory
 from .operators import DeviceAccounts, OpNodes, call_stacks, device_accounts, op_nodes
 from .recommendations import Facts, Item, gather_facts, recommend
 from .steps import Steps, find_steps
@@ -49,6 +50,7 @@ class Analysis:
     has_kernels: bool
     facts: Facts
     items: list[Item]
+    memory: MemoryAnalysis
     notes: list[Note] = field(default_factory=list)
 
     def check(self) -> None:
@@ -124,7 +126,9 @@ def analyze(trace: Trace) -> Analysis:
     sums = breakdown.values.sum(axis=0)
     total = int(breakdown.totals.sum())
     shares = {c: pct(int(v), total) for c, v in zip(breakdown.categories, sums.tolist())}
-    facts = gather_facts(trace, links, tree, tc_kernel, shares=shares, gpus=gpus)
+    memory = analyze_memory(trace, tree, nodes,
+                            lambda dev: device_props(trace, dev).get("totalGlobalMem"))
+    facts = gather_facts(trace, links, tree, tc_kernel, shares=shares, gpus=gpus, memory=memory)
 
     notes = list(steps.notes)
     if links.owners_by_time:
@@ -139,8 +143,10 @@ def analyze(trace: Trace) -> Analysis:
                           "without ending inside it (fractional timestamps); each was clipped to "
                           "that event for the operator view."))
     notes += launch_notes(accounts)
+    notes += memory.notes
     return Analysis(trace=trace, links=links, tree=tree, steps=steps, breakdown=breakdown,
                     gpus=gpus, nodes=nodes, accounts=accounts, stack_ids=stack_ids, stack_strings=stack_strings,
                     tc_kernel=tc_kernel, comm_kernel=comm_kernel,
                     tc_eligible_name=tc_eligible_name, gpu=gpu, rocm=rocm, has_host=has_host,
-                    has_kernels=has_kernels, facts=facts, items=recommend(facts), notes=notes)
+                    has_kernels=has_kernels, facts=facts, items=recommend(facts), memory=memory,
+                    notes=notes)

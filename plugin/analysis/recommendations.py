@@ -24,8 +24,9 @@ from ..taxonomy import (
     Kind,
 )
 from .breakdown import name_mask
-from .gpu_metrics import GpuSummary, device_props
+from .gpu_metrics import GpuSummary
 from .links import Links
+from .memory import MemoryAnalysis
 from .tree import HostTree, any_ancestor_or_self
 
 #: Thresholds of the rules, in percent unless said otherwise.
@@ -60,6 +61,9 @@ DOCS = {
     "amp": ("https://pytorch.org/docs/stable/amp.html", "Automatic Mixed Precision"),
     "memory": ("https://pytorch.org/docs/stable/notes/cuda.html#memory-management",
                "CUDA memory management"),
+    "memory_fragmentation": ("https://pytorch.org/docs/stable/notes/cuda.html"
+                             "#optimizing-memory-usage-with-pytorch-cuda-alloc-conf",
+                             "Optimizing memory usage with PYTORCH_CUDA_ALLOC_CONF"),
 }
 
 
@@ -85,8 +89,10 @@ class Facts:
     tc_eligible_share: float = 0.0
     tc_used_share: float = 0.0
     tc_supported: bool = False
-    #: device id -> (peak allocated bytes, total memory bytes)
-    memory_peaks: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: device label (GPU0) -> (peak allocated bytes, total memory bytes)
+    memory_peaks: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: device label -> (allocated, reserved) at the allocated peak, where reserved > 1.5 x
+    memory_fragmentation: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def shorter_than_launch(trace: Trace, links: Links, kernels: np.ndarray) -> np.ndarray:
@@ -104,8 +110,10 @@ def shorter_than_launch(trace: Trace, links: Links, kernels: np.ndarray) -> np.n
 
 
 def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarray, *,
-                 shares: dict[str, float], gpus: list[GpuSummary]) -> Facts:
-    """Measure everything the rules need (vectorised)."""
+                 shares: dict[str, float], gpus: list[GpuSummary],
+                 memory: MemoryAnalysis | None = None) -> Facts:
+    """Measure everything the rules need (vectorised); ``memory``: the span's memory
+    analysis (peaks per device)."""
     f = Facts(dataloader_share=shares.get("DataLoader", 0.0),
               communication_share=shares.get("Communication", 0.0), gpus=gpus)
     kernels = np.flatnonzero(trace.kind == Kind.KERNEL)
@@ -137,13 +145,13 @@ def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarr
             markers.update(trace.strings[i] for i in np.unique(trace.name[hit]).tolist())
         f.data_parallel_markers = sorted(markers)
 
-    mem = trace.memory
-    cuda = (mem["device_type"] == 1) & (mem["total_allocated"] >= 0) & (mem["device_id"] >= 0)
-    for dev in np.unique(mem["device_id"][cuda]).tolist():
-        total = device_props(trace, dev).get("totalGlobalMem")
-        if isinstance(total, int) and total > 0:
-            peak = int(mem["total_allocated"][cuda & (mem["device_id"] == dev)].max())
-            f.memory_peaks[int(dev)] = (peak, total)
+    for d in memory.devices if memory is not None else ():
+        if d.capacity > 0:
+            f.memory_peaks[d.label] = (d.peak_allocated, d.capacity)
+        i = d.peak_index
+        alloc, res = int(d.allocated[i]), int(d.reserved[i])
+        if res >= 0 and 2 * res > 3 * alloc:
+            f.memory_fragmentation[d.label] = (alloc, res)
     return f
 
 
@@ -255,16 +263,29 @@ def rule_memory(f: Facts) -> Optional[Item]:
             if 100 * p >= MEMORY_NEAR_CAPACITY * t]
     if not near:
         return None
-    ev = ", ".join(f"GPU{d}: peak {p / 2**30:.2f} GiB of {t / 2**30:.2f} GiB" for d, p, t in near)
+    ev = ", ".join(f"{d}: peak {p / 2**30:.2f} GiB of {t / 2**30:.2f} GiB" for d, p, t in near)
     return _item("memory",
                  f"Allocated GPU memory comes close to the device's capacity ({ev}). Reduce "
                  "the batch size, use activation checkpointing or mixed precision to avoid "
                  "out-of-memory errors.", ev)
 
 
+def rule_fragmentation(f: Facts) -> Optional[Item]:
+    if not f.memory_fragmentation:
+        return None
+    ev = ", ".join(f"{d}: {r / 2**30:.2f} GiB reserved for {a / 2**30:.2f} GiB allocated "
+                   f"({r / max(a, 1):.1f}x) at the allocated peak"
+                   for d, (a, r) in sorted(f.memory_fragmentation.items()))
+    return _item("memory_fragmentation",
+                 f"The caching allocator reserves much more memory than is allocated ({ev}): "
+                 "the free space is fragmented. Try "
+                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.", ev)
+
+
 RULES: tuple[Callable[[Facts], Optional[Item]], ...] = (
     rule_dataloader, rule_low_utilization, rule_launch_bound, rule_low_sm_efficiency,
     rule_low_occupancy, rule_communication, rule_data_parallel, rule_amp, rule_memory,
+    rule_fragmentation,
 )
 
 

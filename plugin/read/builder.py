@@ -106,7 +106,7 @@ class ColumnBuilder:
         xs = [e for e, p in zip(events, phases) if p == "X"]
         mem = [e for e, p in zip(events, phases) if p == "i" and e.name == "[memory]"]
         if mem:
-            self.memory.append(_memory_columns(mem, self._checked_args(mem)))
+            self.memory.append(_memory_columns(mem, self._checked_args(mem), self.threads))
         if xs:
             cols, ok = self._event_columns(xs)
             self.chunks.append(cols)
@@ -274,7 +274,8 @@ class ColumnBuilder:
             cols["shape"], cols["stack"] = shapes[cols["shape"]], stacks[cols["stack"]]
             self.chunks.append(cols)
         self.ok += part.ok
-        self.memory += part.memory
+        lanes = np.append(threads, -1)  # index -1 (unknown lane) stays -1
+        self.memory += [{**m, "thread": lanes[m["thread"]]} for m in part.memory]
         self.flows += [{**f, "thread": threads[f["thread"]].astype(np.int64)} for f in part.flows]
         self.phases.update(part.phases)
         self.entries += part.entries
@@ -526,17 +527,20 @@ def _format_dims(raw: bytes) -> str:
         return raw.decode("utf-8", "replace")
 
 
-def _memory_columns(mem: list[Event], args: list) -> dict:
-    """Columns of ``[memory]`` instants (``args``: theirs, checked); ts in ns relative to
-    the file's time base."""
+def _memory_columns(mem: list[Event], args: list, threads: dict) -> dict:
+    """Columns of ``[memory]`` instants (``args``: theirs, checked; ``threads``: the
+    builder's lane interner); ts in ns relative to the file's time base."""
     ts, ok = us_to_ns([e.ts for e in mem])
+    lane = np.array([threads[(e.pid, e.tid)] if type(e.pid) in _LANE and type(e.tid) in _LANE
+                     and not _bad_lane(e.pid) and not _bad_lane(e.tid) else -1 for e in mem],
+                    dtype=np.int32)
 
-    def col(field: str) -> np.ndarray:
-        return int_column([getattr(a, field) if a is not None else None for a in args])
+    def col(field: str, missing: int = -1) -> np.ndarray:
+        return int_column([getattr(a, field) if a is not None else None for a in args], missing)
 
     out = {
         "ts": ts, "device_type": col("device_type"), "device_id": col("device_id"),
-        "bytes": col("bytes"), "total_allocated": col("total_allocated"),
-        "total_reserved": col("total_reserved"),
+        "bytes": col("bytes", 0), "total_allocated": col("total_allocated"),
+        "total_reserved": col("total_reserved"), "addr": col("addr"), "thread": lane,
     }
     return {k: v[ok] for k, v in out.items()}

@@ -64,6 +64,7 @@ class Args(msgspec.Struct, gc=False):
     dtype: Any = None
     pg_name: Any = F(default=None, name="Process Group Name")
     pg_id: Any = None
+    addr: Any = F(default=None, name="Addr")
 
 
 #: Any JSON value but an object (msgspec unions take one object type: here Args or Event).

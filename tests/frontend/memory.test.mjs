@@ -1,0 +1,47 @@
+// Unit tests of frontend/views/memory.js helpers (run by tests/test_frontend_unit.py).
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { allocationRows, byteUnit, curveFigure, liveIn, num } from "../../frontend/views/memory.js";
+
+const TABLE = {
+  columns: [{ type: "string", name: "Operator" }, { type: "number", name: "Size" },
+    { type: "number", name: "Allocation Time" }, { type: "number", name: "Release Time" },
+    { type: "number", name: "Duration" }],
+  rows: [["A", 8, 1, 12, 11], ["B", 2, 2.5, null, null], ["B", 4, 3, 4, 1], ["C<x>", 16, 7, null, null]],
+};
+
+test("allocation rows carry an index and say 'never freed' at a glance", () => {
+  const rows = allocationRows(TABLE);
+  assert.deepEqual(rows.map((r) => [r.idx, r.status]),
+    [[0, "freed"], [1, "never freed"], [2, "freed"], [3, "never freed"]]);
+});
+
+test("the table keeps the allocations live in the zoomed window", () => {
+  const rows = allocationRows(TABLE);
+  assert.deepEqual(liveIn(rows, 5, 8).map((r) => r.idx), [0, 1, 3]);   // B@3 freed at 4
+  assert.deepEqual(liveIn(rows, null, 2).map((r) => r.idx), [0]);
+  assert.equal(liveIn(rows, null, null).length, 4);
+  assert.equal(num("x"), null);
+  assert.equal(num("2.5"), 2.5);
+  assert.equal(num(null), null);
+});
+
+test("curve figure: hover text, peak marker, steps in the window, marked allocation escaped", () => {
+  const curve = { rows: [[1000, 8, 40], [7000, 26, null]], start_us: 0, end_us: 10000,
+    peak: { allocated: 26, ts_us: 7000 }, steps: [["ProfilerStep#3", 500, 9000], ["ProfilerStep#4", 20000, 30000]],
+    capacity_bytes: 1000 };
+  const marked = allocationRows(TABLE)[3];
+  const fig = curveFigure(curve, marked);
+  assert.deepEqual(fig.data[0].x, [1, 7]);                   // ms
+  assert.equal(fig.unit, "B");
+  assert.deepEqual(fig.data[0].customdata, [8, 26]);
+  assert.deepEqual(byteUnit(6629508096), ["GiB", 2 ** 30]);
+  assert.deepEqual(byteUnit(1023), ["B", 1]);
+  assert.match(fig.data[0].hovertext[1], /Reserved: –/);
+  assert.equal(fig.data[2].name, "Peak");
+  assert.ok(fig.annotations.some((a) => a.text === "#3"));
+  assert.ok(!fig.annotations.some((a) => a.text === "#4"));   // outside the window
+  const mark = fig.annotations.find((a) => /never freed/.test(a.text));
+  assert.match(mark.text, /C&lt;x&gt;/);
+  assert.equal(fig.shapes.find((s) => s.type === "rect").x1, 10);  // to the window end
+});
