@@ -277,8 +277,10 @@ def run_gloo_job(tmp_path, world, slow, delay, steps=3):
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 @pytest.mark.parametrize("world,slow", [(2, 1), (4, 2)])
 def test_gloo_job_names_the_slow_rank_and_the_others_wait_its_delay(tmp_path, world, slow):
+    pytest.importorskip("torch.distributed")
     delay, steps = 0.1, 3
     slept, summaries = run_gloo_job(tmp_path, world, slow, delay, steps)
     out = combine(summaries, [])

@@ -14,6 +14,7 @@ def test_locations_pick_their_filesystem(tmp_path):
     assert filesystem(f"file://{tmp_path}") == (LOCAL, str(tmp_path))
     assert filesystem("relative/dir")[1] == os.path.abspath("relative/dir")
     assert not is_url("C:\\logs") and not is_url("/a://b") and is_url("s3://b/p")
+    pytest.importorskip("fsspec")  # the [remote] extra
     fs, root = filesystem("memory://logs")
     assert isinstance(fs, FsspecFS) and root == "memory://logs"
     assert filesystem_of("memory://logs/a.json") is not LOCAL and filesystem_of("/x") is LOCAL
