@@ -258,3 +258,26 @@ def test_key_includes_the_analysis_code(tmp_path, trace_file, monkeypatch):
     assert cache.get(trace_file) is None
     cache.put(trace_file, {"v": 2}, {})
     assert cache.get(trace_file).meta == {"v": 2}
+
+
+def test_eviction_scans_are_throttled_but_big_writes_still_evict(tmp_path, monkeypatch):
+    """Issue 12 item 15: a scan of the whole cache after every put made many small traces
+    quadratic; scans now run at most every EVICT_INTERVAL_S per process, or sooner once a
+    16th of max_bytes was written since the last one (the cache stays bounded)."""
+    import stepscope.store.cache as cache_mod
+
+    scans = []
+    cache = DiskCache(str(tmp_path / "c"), max_bytes=160_000)
+    monkeypatch.setattr(DiskCache, "evict", lambda self: scans.append(1))
+    for i in range(20):
+        p = tmp_path / f"t{i}.json"
+        p.write_text(str(i))
+        cache.put(str(p), {}, {"a": np.zeros(10)})  # ~200 bytes each
+    assert len(scans) == 1  # the first put scans; the next 19 are within the interval
+    p = tmp_path / "big.json"
+    p.write_text("big")
+    cache.put(str(p), {}, {"a": np.zeros(2000)})  # 16 KB > max_bytes / 16: scan now
+    assert len(scans) == 2
+    monkeypatch.setattr(cache_mod, "EVICT_INTERVAL_S", 0.0)
+    cache.put(str(tmp_path / "t0.json"), {"again": 1}, {})
+    assert len(scans) == 3

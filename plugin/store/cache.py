@@ -212,7 +212,20 @@ class DiskCache:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        self.evict()
+        self._maybe_evict(sum(f["size"] for f in files.values()))
+
+    def _maybe_evict(self, written: int) -> None:
+        """:meth:`evict` (a scan of every entry) at most every :data:`EVICT_INTERVAL_S` in
+        this process, or once more than :data:`EVICT_EVERY_BYTES` (at most a 16th of
+        ``max_bytes``) were written since the last scan: a scan per put made many small
+        traces quadratic (1,000 tiny traces: 76 ms each, almost all in the scans)."""
+        state = _since_evict.setdefault(self.root, [float("-inf"), 0])
+        state[1] += written
+        now = time.monotonic()
+        if now - state[0] >= EVICT_INTERVAL_S or \
+                state[1] >= min(EVICT_EVERY_BYTES, self.max_bytes // 16):
+            state[0], state[1] = now, 0
+            self.evict()
 
     def unwritable(self) -> str | None:
         """Why entries cannot be written here (read-only, not permitted, a regular file in
@@ -284,6 +297,14 @@ class DiskCache:
                 break
             shutil.rmtree(folder, ignore_errors=True)
             total -= size
+
+
+#: Seconds between two eviction scans of one cache root in one process (see
+#: :meth:`DiskCache._maybe_evict`); bytes written that force one sooner.
+EVICT_INTERVAL_S = 10.0
+EVICT_EVERY_BYTES = 256 << 20
+#: cache root -> [monotonic time of this process's last scan, bytes written since]
+_since_evict: dict[str, list] = {}
 
 
 def _tmp_prefix(key: str) -> str:
