@@ -2,7 +2,8 @@
 ``profile_memory=True`` writes them (make_big_trace.py --memory), the share the memory
 analysis adds to the analysis worker's time to overview (read + analyse + every payload),
 and the time of every ``memory/*`` answer after analysis (encoded with orjson, as the app
-serves it; gzip not included).
+serves it; gzip not included). ``memory/events`` is timed whole (every row: the API's plain
+form) and as the dashboard asks for it (one sorted / searched page of a window).
 
     python benchmarks/bench_memory.py [--times 10] [TRACE]
 """
@@ -65,12 +66,19 @@ def main() -> None:
                                                 "start": str(d.ts[len(d.ts) // 3] / 1000),
                                                 "end": str(d.ts[len(d.ts) // 2] / 1000)}),
                               ("memory/events", {"device": d.label}),
+                              ("memory/events", {"device": d.label, "sort": "size",
+                                                 "limit": "25"}),
+                              ("memory/events", {"device": d.label, "search": "never",
+                                                 "sort": "duration", "limit": "25",
+                                                 "start": str(d.ts[len(d.ts) // 3] / 1000),
+                                                 "end": str(d.ts[len(d.ts) // 2] / 1000)}),
                               ("memory/stats", {"device": d.label, "group_by": "Operation"})):
             def answer(route=route, params=params):
                 return orjson.dumps(views.get(route, params), option=orjson.OPT_SERIALIZE_NUMPY)
             first, _ = best(answer, 1)
             t, body = best(answer)
-            print(f"  {route:15} {d.label:5} {'window' if 'start' in params else '':6} "
+            form = ("window" if "start" in params else "") + (" page" if "limit" in params else "")
+            print(f"  {route:15} {d.label:5} {form:11} "
                   f"first {first * 1000:6.1f} ms, then {t * 1000:6.1f} ms, {len(body):,} bytes")
 
 

@@ -84,6 +84,47 @@ def test_allocations_paired_with_frees_and_named_by_their_operator(views):
                     ["C", 16, 7.0, None, None]]     # never freed in the span
 
 
+def test_allocations_page_window_search_and_sort(views):
+    """The dashboard's paged form: rows live in a window, searched, sorted, one page."""
+    def page(**q):
+        return views.get("memory/events", {"device": "GPU0", **q})
+    # live in [3.5, 5]: A (1..12), B@2.5 (never freed), B@3 (3..4, freed at 4 >= 3.5); C is later
+    w = page(start="3.5", end="5")
+    assert (w["total"], w["matched"], w["offset"], w["index"]) == (3, 3, 0, [0, 1, 2])
+    assert [r[:3] for r in w["rows"]] == [["A", 8, 1.0], ["B", 2, 2.5], ["B", 4, 3.0]]
+    assert page(start="4.5")["index"] == [0, 1, 3]               # B@3 freed at 4: gone
+    assert page(end="2")["index"] == [0]
+    # search: every term in operator or status
+    assert page(search="never")["index"] == [1, 3]
+    assert page(search="b NEVER")["index"] == [1]
+    assert page(search="b freed")["index"] == [1, 2]               # "never freed" has "freed"
+    assert page(search="zzz")["rows"] == [] and page(search="zzz")["total"] == 4
+    # sort: size desc / asc, release time (never-freed rows last in both directions)
+    assert page(sort="size")["index"] == [3, 0, 2, 1]
+    assert page(sort="size", dir="asc")["index"] == [1, 2, 0, 3]
+    assert page(sort="release_time")["index"] == [0, 2, 1, 3]
+    assert page(sort="release_time", dir="asc")["index"] == [2, 0, 1, 3]
+    assert page(sort="duration")["index"] == [0, 2, 1, 3]
+    assert page(sort="operator", dir="asc")["index"] == [0, 1, 2, 3]  # stable among "B"
+    assert page(sort="status", dir="asc")["index"] == [0, 2, 1, 3]
+    # paging, and one row by its id
+    p = page(sort="size", offset="1", limit="2")
+    assert (p["index"], p["matched"], p["offset"]) == ([0, 2], 4, 1)
+    assert [r[:2] for r in p["rows"]] == [["A", 8], ["B", 4]]
+    assert page(offset="3", limit="1")["rows"] == [["C", 16, 7.0, None, None]]
+    assert page(offset="9", limit="5")["rows"] == []
+    # the plain form is unchanged: every row, no paging keys
+    assert set(page()) == {"columns", "rows"}
+
+
+@pytest.mark.parametrize("q", [{"offset": "-1"}, {"limit": "x"}, {"sort": "nope"},
+                               {"dir": "up", "sort": "size"}, {"start": "9", "end": "1"},
+                               {"start": "abc"}])
+def test_allocations_page_bad_parameters_are_400(views, q):
+    with pytest.raises(BadParameter):
+        views.get("memory/events", {"device": "GPU0", **q})
+
+
 def test_curve_whole_span_peak_steps_and_capacity(views):
     c = views.get("memory/curve", {"device": "GPU0"})
     assert c["columns"] == ["ts_us", "allocated", "reserved"]

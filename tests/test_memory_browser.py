@@ -69,6 +69,26 @@ def test_memory_view_curve_tables_zoom_and_deep_link(browser, memory_url):
     assert abs(rng[0] * 1000 - start) < 1 and abs(rng[1] * 1000 - end) < 1
     shown = page.locator("#memory-events .table-count").inner_text()
     assert "13,385" not in shown
+    # the table is the server's page of that window (paged: a big span has 100,000s of rows)
+    want = page.evaluate("""async ([s, e]) => (await (await fetch(
+        `memory/events?run=mem&worker=${new URLSearchParams(location.search).get("worker")}&device=GPU1&start=${s}&end=${e}&limit=25`)).json())""",
+                         [q["start"], q["end"]])
+    assert "total" in want, want
+    assert shown == f"{want['total']:,} allocations" and 0 < want["total"] < 13385
+    first = page.locator("#memory-events tbody tr").first.inner_text()
+    assert first.split("\t")[0].strip() == want["rows"][0][0]
+
+    # sorting and searching ask the server; the page shows its rows
+    with page.expect_response(lambda r: "memory/events" in r.url and "sort=size" in r.url):
+        page.locator("#memory-events th button[data-key=size]").click()
+    page.wait_for_function("() => new URLSearchParams(location.search).get('sort') === 'size'")
+    with page.expect_response(lambda r: "memory/events" in r.url and "search=never" in r.url):
+        page.fill("#memory-events .table-search", "never")
+    page.wait_for_function("() => /of/.test(document.querySelector('#memory-events .table-count').textContent)")
+    rows = page.locator("#memory-events tbody tr").all_inner_texts()
+    assert rows and all("never freed" in r or "No allocations match" in r for r in rows), rows
+    page.fill("#memory-events .table-search", "")
+    page.wait_for_function("() => /^[0-9,]+ allocations$/.test(document.querySelector('#memory-events .table-count').textContent)")
 
     # click an allocation: it is marked on the curve and in the URL
     page.locator("#memory-events tbody tr").first.click()

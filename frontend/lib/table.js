@@ -2,7 +2,7 @@
 // optionally expandable rows. Logic lives in table_model.js; this file only builds DOM.
 import { breakable, el, helpIcon, setChildren } from "./dom.js";
 import { formatBytes, formatCount, formatDuration, formatPercent, shortenName } from "./format.js";
-import { tableView } from "./table_model.js";
+import { paginate, tableView } from "./table_model.js";
 import { errorPanel, loadingLine } from "./status.js";
 
 export const PAGE_SIZES = [10, 25, 50, 100];
@@ -40,6 +40,9 @@ function cell(row, col) {
  *   state {search, sort, dir}, onStateChange(patch) (to mirror search/sort into the URL),
  *   rowKey(row), expandable(row), renderDetail(row) -> Promise<Node>, noun ("operators"),
  *   pageSize, onRowClick(row) (rows become clickable), rowClass(row) -> extra class names.
+ *   fetchPage({search, sort, dir, page, pageSize}) -> Promise<{rows, matched, total}>: a
+ *   server-side table (search, sort and paging done by the server; `rows` is then unused and
+ *   setRows() just asks again).
  */
 export function createTable(options) {
   const { columns, searchKeys = [columns[0].key], onStateChange, noun = "rows",
@@ -65,11 +68,14 @@ export function createTable(options) {
     el("div", { className: "table-scroll" }, el("table", { className: "data-table" }, thead, tbody)),
     pager);
 
+  let typing = null;
   search.addEventListener("input", () => {
     st.search = search.value;
     st.page = 0;
     onStateChange?.({ search: st.search });
-    render();
+    clearTimeout(typing); // a server-side table asks once typing pauses
+    if (options.fetchPage) typing = setTimeout(render, 200);
+    else render();
   });
 
   function sortBy(col) {
@@ -150,9 +156,30 @@ export function createTable(options) {
         on: { click: () => go(view.page + 1) } }, "Next ›"));
   }
 
+  let asked = 0; // the latest server-side page request (older answers are dropped)
+
   function render() {
-    const view = tableView(rows, { search: st.search, searchKeys, sort: st.sort, dir: st.dir,
-      page: st.page, pageSize: st.pageSize });
+    if (!options.fetchPage) {
+      show(tableView(rows, { search: st.search, searchKeys, sort: st.sort, dir: st.dir,
+        page: st.page, pageSize: st.pageSize }));
+      return;
+    }
+    const mine = ++asked;
+    count.textContent = "Loading…";
+    options.fetchPage({ search: st.search, sort: st.sort, dir: st.dir, page: st.page, pageSize: st.pageSize })
+      .then((ans) => {
+        if (mine !== asked) return;
+        const pg = paginate(ans.matched, st.page, st.pageSize);
+        if (pg.page !== st.page && ans.matched) { st.page = pg.page; render(); return; }
+        show({ rows: ans.rows, matched: ans.matched, total: ans.total, ...pg });
+      })
+      .catch((err) => { if (mine === asked) setChildren(tbody, el("tr", {}, el("td", { colspan: String(columns.length) }, errorPanel(err)))); });
+  }
+
+  let shown = null; // the view on screen (redraw() restyles it without asking again)
+
+  function show(view) {
+    shown = view;
     st.page = view.page;
     header();
     setChildren(tbody, bodyRows(view));
@@ -169,6 +196,15 @@ export function createTable(options) {
       expanded.clear();
       details.clear();
       render();
+    },
+    /** Back to the first page and ask again (a server-side table's filter changed). */
+    reload() {
+      st.page = 0;
+      render();
+    },
+    /** Draw the rows on screen again (after rowClass() changed), without asking again. */
+    redraw() {
+      if (shown) show(shown);
     },
   };
 }

@@ -3,6 +3,7 @@
 // memory recommendations, the allocations live in the window (click one to mark it on the
 // curve) and the per-operator memory table. State in the URL: mem_device, start/end (µs),
 // mem_row, search/sort/dir (allocations), stats_search/stats_sort/stats_dir, mem_group_by.
+// The allocation table is paged by the server (a big span has hundreds of thousands).
 import { escapeHtml, formatBytes, formatDuration } from "../lib/format.js";
 import { plot } from "../lib/charts.js";
 import { card, el, safeLink, setChildren } from "../lib/dom.js";
@@ -20,17 +21,21 @@ export function num(v) {
   return Number.isFinite(x) ? x : null;
 }
 
-/** Allocations live in [start, end] µs (allocated before its end, not freed before its start);
- * null bounds are open. Never-freed rows stay live to the end of the span. */
-export function liveIn(rows, start, end) {
-  return rows.filter((r) => (end === null || r.allocation_time <= end)
-    && (start === null || r.release_time === null || r.release_time >= start));
-}
-
-/** memory/events chart table -> row objects with a `status` and a stable `idx`. */
+/** memory/events chart table -> row objects with a `status` and a stable `idx` (the row's
+ * position in allocation order: the answer's `index` when paged, else its place). */
 export function allocationRows(table) {
   const { rows } = chartTableRows(table);
-  return rows.map((r, idx) => ({ ...r, idx, status: r.release_time === null ? NEVER : "freed" }));
+  return rows.map((r, i) => ({ ...r, idx: table.index ? table.index[i] : i, status: r.release_time === null ? NEVER : "freed" }));
+}
+
+/** memory/events query of one table page: the zoomed window, search, sort, page (SPEC §4.7). */
+export function pageQuery(device, start, end, { search, sort, dir, page, pageSize }) {
+  const q = { device, offset: String(page * pageSize), limit: String(pageSize) };
+  if (start !== null) q.start = String(start);
+  if (end !== null) q.end = String(end);
+  if (search) q.search = search;
+  if (sort) { q.sort = sort; q.dir = dir; }
+  return q;
 }
 
 /** The binary unit to plot bytes up to `max` in: ["GiB", 2**30] and so on. */
@@ -147,7 +152,6 @@ export async function render(root, ctx) {
   const device = devices.some((d) => d.device === ctx.state.mem_device) ? ctx.state.mem_device : devices[0].device;
   const groupBy = ctx.state.mem_group_by in GROUPS ? ctx.state.mem_group_by : "Operation";
   const overview = ctx.client.get("overview");
-  const eventsP = ctx.client.get("memory/events", { device });
   const statsP = ctx.client.get("memory/stats", { device, group_by: groupBy });
 
   const chart = el("div", { className: "chart memory-curve", id: "memory-curve" });
@@ -171,7 +175,6 @@ export async function render(root, ctx) {
 
   let start = num(ctx.state.start);
   let end = num(ctx.state.end);
-  let allRows = [];
   let marked = null;
   let curve = null;
   let table = null;
@@ -220,41 +223,47 @@ export async function render(root, ctx) {
   }
 
   function refreshTable() {
-    if (!table) return;
-    const live = liveIn(allRows, start, end);
-    table.setRows(live);
-    allocCard.querySelector("h2").textContent = start === null && end === null
-      ? `Allocations (${allRows.length.toLocaleString("en-US")})`
-      : `Allocations live in the window (${live.length.toLocaleString("en-US")} of ${allRows.length.toLocaleString("en-US")})`;
+    table?.reload();
   }
 
   drawCurve().catch((err) => { chart.classList.remove("chart"); setChildren(chart, errorPanel(err)); });
 
-  eventsP.then((body) => {
-    if (!ctx.alive()) return;
-    allRows = allocationRows(body);
-    const sel = num(ctx.state.mem_row);
-    marked = sel !== null ? allRows[sel] ?? null : null;
-    table = createTable({
-      columns: ALLOC_COLUMNS, rows: [], noun: "allocations", searchKeys: ["operator", "status"],
-      searchPlaceholder: "Search operators (or “never freed”)…",
-      state: ctx.state, onStateChange: (patch) => ctx.update(patch),
-      rowKey: (r) => String(r.idx),
-      rowClass: (r) => [r.release_time === null ? "never-freed" : "", marked && r.idx === marked.idx ? "selected" : ""].join(" ").trim(),
-      onRowClick: (r) => {
-        marked = marked && marked.idx === r.idx ? null : r;
-        ctx.update({ mem_row: marked ? marked.idx : null });
-        refreshTable();
-        if (curve) {
-          const fig = curveFigure(curve, marked);
-          window.Plotly?.relayout(chart, { shapes: fig.shapes, annotations: fig.annotations });
-        }
-      },
-    });
-    setChildren(allocBox, table.element);
-    refreshTable();
-    if (marked && curve) drawCurve().catch(() => {});
-  }).catch((err) => setChildren(allocBox, errorPanel(err)));
+  function remark(row) {
+    marked = row;
+    if (curve) {
+      const fig = curveFigure(curve, marked);
+      window.Plotly?.relayout(chart, { shapes: fig.shapes, annotations: fig.annotations });
+    }
+  }
+
+  table = createTable({
+    columns: ALLOC_COLUMNS, rows: [], noun: "allocations", searchKeys: ["operator", "status"],
+    searchPlaceholder: "Search operators (or “never freed”)…",
+    state: ctx.state, onStateChange: (patch) => ctx.update(patch),
+    rowKey: (r) => String(r.idx),
+    rowClass: (r) => [r.release_time === null ? "never-freed" : "", marked && r.idx === marked.idx ? "selected" : ""].join(" ").trim(),
+    fetchPage: async (st) => {
+      const body = await ctx.client.get("memory/events", pageQuery(device, start, end, st));
+      const zoomed = start !== null || end !== null;
+      allocCard.querySelector("h2").textContent = zoomed
+        ? `Allocations live in the window (${body.total.toLocaleString("en-US")})`
+        : `Allocations (${body.total.toLocaleString("en-US")})`;
+      return { rows: allocationRows(body), matched: body.matched, total: body.total };
+    },
+    onRowClick: (r) => {
+      const same = marked && marked.idx === r.idx;
+      ctx.update({ mem_row: same ? null : r.idx });
+      remark(same ? null : r);
+      table.redraw();
+    },
+  });
+  setChildren(allocBox, table.element);
+  const sel = num(ctx.state.mem_row);
+  if (sel !== null && sel >= 0) {   // a deep link's marked allocation: fetch that row by its id
+    ctx.client.get("memory/events", { device, offset: String(Math.floor(sel)), limit: "1" })
+      .then((body) => { if (ctx.alive()) { remark(allocationRows(body)[0] ?? null); table.redraw(); } })
+      .catch(() => {});
+  }
 
   statsP.then((body) => {
     if (!ctx.alive()) return;

@@ -160,20 +160,113 @@ def curve(views, p: Mapping[str, str | None]) -> dict:
     return out
 
 
+EVENT_KEYS = ("operator", "size", "allocation_time", "release_time", "duration", "status")
+NEVER_FREED = "never freed"
+
+
+def _window(p: Mapping[str, str | None]) -> tuple[int | None, int | None]:
+    """The ``start``/``end`` query values in ns (None when absent); 400 when inverted."""
+    s = None if p.get("start") is None else _ns(p["start"], "start")
+    e = None if p.get("end") is None else _ns(p["end"], "end")
+    if s is not None and e is not None and s > e:
+        raise BadParameter("empty window", f"start ({s / 1000} µs) must not be after end "
+                           f"({e / 1000} µs).")
+    return s, e
+
+
+def _count(p: Mapping[str, str | None], key: str, default: int | None) -> int | None:
+    raw = p.get(key)
+    if raw is None:
+        return default
+    try:
+        v = int(raw)
+    except ValueError:
+        raise BadParameter(f"bad {key}", f"{key} must be a whole number, got {raw[:40]!r}.") \
+            from None
+    if v < 0:
+        raise BadParameter(f"bad {key}", f"{key} must be >= 0, got {v}.")
+    return v
+
+
+def _matching(names: list[str], freed: np.ndarray, op: np.ndarray, query: str) -> np.ndarray:
+    """Rows whose operator name or status ("freed" / "never freed") holds every
+    whitespace-separated term of ``query``, case-insensitive (as the dashboard's tables)."""
+    terms = query.lower().split()
+    labels = [n.lower() for n in names] + ["<unknown>"]
+    keep = np.ones(len(op), dtype=bool)
+    for status, rows in (("freed", freed), (NEVER_FREED, ~freed)):
+        ok = np.array([all(t in f"{n}\0{status}" for t in terms) for n in labels], dtype=bool)
+        keep &= ~rows | ok[op]
+    return keep
+
+
+def _order(dev: dict, names: list[str], idx: np.ndarray, key: str, desc: bool) -> np.ndarray:
+    """``idx`` sorted by column ``key`` (stable: ties keep allocation order; rows without a
+    release time last in either direction, as the dashboard's tables sort)."""
+    if key == "operator":
+        rank = np.argsort(np.argsort(np.array([n.lower() for n in names] + ["<unknown>"],
+                                               dtype=object), kind="stable"), kind="stable")
+        v = rank[dev["op"][idx]]
+    elif key == "status":
+        v = (dev["release"][idx] < 0).astype(np.int64)
+    elif key == "size":
+        v = dev["size"][idx]
+    elif key == "allocation_time":
+        v = dev["alloc"][idx]
+    else:
+        rel = dev["release"][idx]
+        v = rel if key == "release_time" else np.where(rel >= 0, rel - dev["alloc"][idx], -1)
+    empty = (dev["release"][idx] < 0) if key in ("release_time", "duration") else \
+        np.zeros(len(idx), dtype=bool)
+    order = np.lexsort((idx, -v if desc else v, empty))
+    return idx[order]
+
+
 def events(views, p: Mapping[str, str | None]) -> dict:
-    """``memory/events``: one row per allocation, in allocation order."""
+    """``memory/events``: one row per allocation, in allocation order (every row).
+
+    Optional, for the dashboard's table on big spans: ``start``/``end`` (µs) keep the
+    allocations live in that window (allocated by its end, not freed before its start);
+    ``search``, ``sort``/``dir`` order them; ``offset``/``limit`` cut one page. The answer
+    then also holds ``total`` (rows in the window), ``matched`` (after search), ``offset``
+    and ``index`` (each row's position in allocation order: its stable id).
+    """
     pay, label = _device(views, p)
+    paged = any(p.get(k) for k in ("start", "end", "search", "sort", "offset", "limit"))
     if label is None:
-        return _table(EVENT_COLUMNS, [])
+        out = _table(EVENT_COLUMNS, [])
+        return {**out, "total": 0, "matched": 0, "offset": 0, "index": []} if paged else out
     dev = _arrays(views, label)
+    at, rel = dev["alloc"], dev["release"]
+    idx = np.arange(len(at))
+    if paged:
+        s, e = _window(p)
+        live = np.ones(len(at), dtype=bool)
+        if e is not None:
+            live &= at <= e
+        if s is not None:
+            live &= (rel < 0) | (rel >= s)
+        idx = idx[live]
+        total = len(idx)
+        if p.get("search"):
+            idx = idx[_matching(pay["names"], rel[idx] >= 0, dev["op"][idx], p["search"])]
+        matched = len(idx)
+        if p.get("sort"):
+            idx = _order(dev, pay["names"], idx, p["sort"], p.get("dir") != "asc")
+        offset = _count(p, "offset", 0)
+        limit = _count(p, "limit", None)
+        idx = idx[offset:None if limit is None else offset + limit]
     names = np.array(pay["names"] + ["<unknown>"], dtype=object)  # op index -1 -> <unknown>
-    rel, at = dev["release"], dev["alloc"]
+    at, rel = at[idx], rel[idx]
     freed = rel >= 0
     release = np.where(freed, rel / 1000, None)        # object arrays: None where not freed
     duration = np.where(freed, (rel - at) / 1000, None)
-    rows = list(map(list, zip(names[dev["op"]].tolist(), dev["size"].tolist(), _us(at),
-                              release.tolist(), duration.tolist())))
-    return _table(EVENT_COLUMNS, rows)
+    rows = list(map(list, zip(names[dev["op"][idx]].tolist(), dev["size"][idx].tolist(),
+                              _us(at), release.tolist(), duration.tolist())))
+    out = _table(EVENT_COLUMNS, rows)
+    if paged:
+        out.update(total=total, matched=matched, offset=offset, index=idx.tolist())
+    return out
 
 
 def stats(views, p: Mapping[str, str | None]) -> dict:
@@ -200,7 +293,17 @@ VIEW = View(
                Param("end", doc="window end, µs from the trace start"),
                Param("width", doc=f"pixels across the curve ({MIN_WIDTH}..{MAX_WIDTH}, "
                                   "default 1000)"))),
-        Route("memory/events", events, (DEVICE_PARAM,)),
+        Route("memory/events", events,
+              (DEVICE_PARAM,
+               Param("start", doc="keep allocations live from this time on (µs from the trace start)"),
+               Param("end", doc="keep allocations made by this time (µs from the trace start)"),
+               Param("search", doc="keep rows whose operator or status (freed / never freed) "
+                                   "holds every term"),
+               Param("sort", ("",) + EVENT_KEYS, "order rows by this column (default: "
+                                                 "allocation order)"),
+               Param("dir", ("desc", "asc"), "sort direction"),
+               Param("offset", doc="first row to send (0-based, after search and sort)"),
+               Param("limit", doc="at most this many rows"))),
         Route("memory/stats", stats, (DEVICE_PARAM, GROUP_BY_PARAM)),
     ),
 )

@@ -1,7 +1,7 @@
 // Unit tests of frontend/views/memory.js helpers (run by tests/test_frontend_unit.py).
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { allocationRows, byteUnit, curveFigure, liveIn, num } from "../../frontend/views/memory.js";
+import { allocationRows, byteUnit, curveFigure, num, pageQuery } from "../../frontend/views/memory.js";
 
 const TABLE = {
   columns: [{ type: "string", name: "Operator" }, { type: "number", name: "Size" },
@@ -16,11 +16,16 @@ test("allocation rows carry an index and say 'never freed' at a glance", () => {
     [[0, "freed"], [1, "never freed"], [2, "freed"], [3, "never freed"]]);
 });
 
-test("the table keeps the allocations live in the zoomed window", () => {
-  const rows = allocationRows(TABLE);
-  assert.deepEqual(liveIn(rows, 5, 8).map((r) => r.idx), [0, 1, 3]);   // B@3 freed at 4
-  assert.deepEqual(liveIn(rows, null, 2).map((r) => r.idx), [0]);
-  assert.equal(liveIn(rows, null, null).length, 4);
+test("a paged answer's rows keep their ids in allocation order", () => {
+  const rows = allocationRows({ ...TABLE, rows: TABLE.rows.slice(2), index: [7, 9] });
+  assert.deepEqual(rows.map((r) => [r.idx, r.operator, r.status]), [[7, "B", "freed"], [9, "C<x>", "never freed"]]);
+});
+
+test("one table page asks the server for the zoomed window, search, sort and page", () => {
+  const st = { search: "", sort: "", dir: "desc", page: 0, pageSize: 25 };
+  assert.deepEqual(pageQuery("GPU0", null, null, st), { device: "GPU0", offset: "0", limit: "25" });
+  assert.deepEqual(pageQuery("GPU0", 5, 8.5, { ...st, search: "mm", sort: "size", page: 2 }),
+    { device: "GPU0", offset: "50", limit: "25", start: "5", end: "8.5", search: "mm", sort: "size", dir: "desc" });
   assert.equal(num("x"), null);
   assert.equal(num("2.5"), 2.5);
   assert.equal(num(null), null);
