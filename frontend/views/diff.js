@@ -211,7 +211,7 @@ function fetchDiff(ctx, path, exp, progressBox) {
     if (!ctx.alive()) return;
     const side = body.side === "experiment" ? exp : ctx.state;
     setChildren(progressBox, el("div", { id: "diff-loading", dataset: { side: body.side ?? "" } },
-      `Waiting for the ${body.side ?? "traces"} (${sideLabel(side)}) to be analysed…`, progressPanel(body)));
+      loadingLine(`Waiting for the ${body.side ?? "traces"} (${sideLabel(side)}) to be analysed…`), progressPanel(body)));
   } });
 }
 
