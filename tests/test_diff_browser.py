@@ -119,3 +119,33 @@ def test_diff_view_golden_runs_deep_link_cpu_side_failure_and_swap(browser, diff
     assert (q["run"], q["diff_run"], q["view"]) == (W4, W0, "Diff")
     assert page.locator("#diff-summary").inner_text().startswith("Step time +27.8 ms per step (slower")
     context.close()
+
+
+def test_a_side_still_loading_is_named_and_nothing_is_shown_half_done(browser, diff_url):
+    """While the server answers 202 for the experiment, the page says so and shows no
+    comparison; once it answers, the comparison appears."""
+    context, page, watch = open_page(browser, diff_url)
+    answered = []
+
+    def loading(route):
+        if len(answered) < 3:
+            answered.append(route.request.url)
+            route.fulfill(status=202, headers={"Retry-After": "1"}, content_type="application/json",
+                          body='{"loading": true, "phase": "analyse", "fraction": 0.5, "elapsed_s": 2.0,'
+                               ' "side": "experiment", "sides": ["experiment"]}')
+        else:
+            route.continue_()
+
+    page.route("**/diff/overview?*", loading)
+    page.goto(f"{diff_url}/?run={W0}&worker=worker0&span=default&view=Diff"
+              f"&diff_run={W4}&diff_worker=worker0&diff_span=default")
+    page.wait_for_selector("#diff-loading", timeout=READY_MS)
+    assert page.locator("#diff-loading").get_attribute("data-side") == "experiment"
+    text = page.locator("#diff-loading").inner_text()
+    assert f"Waiting for the experiment ({W4} / worker0 / default)" in text and "50%" in text
+    assert page.locator("#diff-summary").count() == 0 and page.locator("#diff-operators").count() == 0
+    screenshot(page, "diff_loading_experiment")
+    wait_compared(page)
+    assert len(answered) == 3 and page.locator("#diff-loading").count() == 0
+    watch.assert_clean()
+    context.close()

@@ -8,6 +8,9 @@ frontend loads ``frontend/views/<View.frontend>.js`` for a tab.
 
 Adding a view = one analysis module, one view module declaring a ``View``, one frontend
 module, one line in ``VIEWS`` (and its routes in ``api.md``).
+
+A view comparing two spans (the Diff view) declares a :class:`PairView` instead, listed in
+``PAIR_VIEWS``: its :class:`PairRoute` answers from both spans' own payloads.
 """
 
 from __future__ import annotations
