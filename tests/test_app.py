@@ -323,7 +323,7 @@ def test_202_contract(client_for, tmp_path):
     gate.step()
     assert wait_ready(client, "r", "a", route="overview").json["file"] == "a.pt.trace.json"
     gate.step(3)
-    assert wait_ready(client, "r", "b").json == ["Overview", "Kernel"]
+    assert wait_ready(client, "r", "b").json == ["Overview", "Kernel", "Diff"]  # 2 spans
     assert all(name.startswith("stepscope-analyse") for name in gate.threads)
     assert wait_idle(client)["status"]["r"] == {"ready": 2, "loading": 0, "failed": 0}
 

@@ -23,20 +23,22 @@ export function cellText(value, kind) {
 
 function cell(row, col) {
   const value = row[col.key];
-  const text = cellText(value, col.kind);
+  const text = col.format ? col.format(value) : cellText(value, col.kind);
   const numeric = NUMERIC.has(col.kind);
   if (col.shorten) { // long names: shortened, full text on hover, wrapping allowed
     const short = text.length > col.shorten ? shortenName(text, col.shorten, { outer: false }) : text;
     return el("td", { className: "name", title: short === text ? null : text }, breakable(short));
   }
-  return el("td", { className: numeric ? "num" : col.kind === "code" ? "code" : "",
+  const extra = col.cellClass ? col.cellClass(value) : "";
+  return el("td", { className: [numeric ? "num" : col.kind === "code" ? "code" : "", extra].filter(Boolean).join(" "),
     title: col.kind === "duration" && typeof value === "number" ? `${formatCount(value)} µs` : null }, text);
 }
 
 /**
  * createTable(options) -> {element, setRows(rows)}.
  * options: columns [{key, label, kind: "text"|"code"|"count"|"duration"|"percent"|"number"|"bool",
- *   help?, shorten? (max chars, full text on hover), width? (CSS min-width)}], rows, searchKeys,
+ *   help?, shorten? (max chars, full text on hover), width? (CSS min-width), format?(value)
+ *   (display text instead of the kind's), cellClass?(value) (extra class names)}], rows, searchKeys,
  *   state {search, sort, dir}, onStateChange(patch) (to mirror search/sort into the URL),
  *   rowKey(row), expandable(row), renderDetail(row) -> Promise<Node>, noun ("operators"),
  *   pageSize, onRowClick(row) (rows become clickable), rowClass(row) -> extra class names.

@@ -8,6 +8,9 @@ frontend loads ``frontend/views/<View.frontend>.js`` for a tab.
 
 Adding a view = one analysis module, one view module declaring a ``View``, one frontend
 module, one line in ``VIEWS`` (and its routes in ``api.md``).
+
+A view comparing two spans (the Diff view) declares a :class:`PairView` instead, listed in
+``PAIR_VIEWS``: its :class:`PairRoute` answers from both spans' own payloads.
 """
 
 from __future__ import annotations
@@ -76,3 +79,31 @@ class View:
     routes: tuple[Route, ...]
     build: Callable[[Any], Any]
     has_data: Callable[[Any], bool]
+
+
+@dataclass(frozen=True)
+class PairRoute:
+    """A URL of a view over two spans: a baseline (``run``, ``worker``, ``span``) and an
+    experiment (``diff_run``, ``diff_worker``, ``diff_span``).
+
+    ``answer(baseline, experiment, params) -> JSON-able``: each side answers
+    ``get(route, params)`` with its own, already-built view payloads (the app looks both up
+    in the store; 202 / 422 name the side that is loading or failed).
+    """
+
+    path: str
+    answer: Callable[[Any, Any, dict[str, str | None]], Any]
+    params: tuple[Param, ...] = ()
+
+    def validated(self, params: Mapping[str, str]) -> dict[str, str | None]:
+        return {p.name: p.value(params) for p in self.params}
+
+
+@dataclass(frozen=True)
+class PairView:
+    """A view comparing two spans (a tab listed by ``views`` whenever the server has at
+    least two spans, of any runs); ``frontend`` as for :class:`View`."""
+
+    name: str
+    frontend: str
+    routes: tuple[PairRoute, ...]

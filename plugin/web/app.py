@@ -39,6 +39,7 @@ from ..runlevel.distributed import has_data as distributed_has_data
 from ..store.child import Progress
 from ..store.pool import Analyser, default_jobs
 from ..store.scheduler import Ready, Store
+from ..views import PAIR_VIEWS
 from ..views import ROUTES as VIEW_ROUTES  # the view registry's routes
 from .assets import frontend_dir, mime_type, plotly_js
 
@@ -87,6 +88,9 @@ def create_app(logdir: str, *, reload_interval: float = 5.0, jobs: int | None = 
     for analysis in runlevel.RUNLEVEL:
         for r in analysis.routes:
             _route(app, f"{PREFIX}/{r.path}", f"run:{r.path}", run_route(analysis, r))
+    for pair in PAIR_VIEWS:
+        for r in pair.routes:
+            _route(app, f"{PREFIX}/{r.path}", f"pair:{r.path}", pair_route(r))
     _route(app, f"{PREFIX}/", "dashboard", dashboard)
     _route(app, f"{PREFIX}/<path:filename>", "static", static_file)
     _route(app, "/", "root", root)
@@ -137,6 +141,9 @@ def views() -> Response:
         (run,) = params("run")
         if distributed_has_data(summary, len(app_store(current_app).workers(run))):
             names.append("Distributed")
+    store = app_store(current_app)
+    if sum(sum(c.values()) for c in store.status().values()) >= 2:  # something to compare
+        names.extend(p.name for p in PAIR_VIEWS)
     return json_response(names)
 
 
@@ -177,6 +184,38 @@ def run_route(analysis, route) -> Callable[[], Response]:
             return loading_response(result)
         return json_response(route.answer(result, route.validated(request.args)))
     handler.__name__ = f"run_{route.path.replace('/', '_')}"
+    return handler
+
+
+#: The two spans of a pair route (:mod:`.views.diff`): side -> its run, worker, span parameters.
+PAIR_SIDES = (("baseline", ("run", "worker", "span")),
+              ("experiment", ("diff_run", "diff_worker", "diff_span")))
+
+
+def pair_route(route) -> Callable[[], Response]:
+    """The handler of a route over two spans (baseline, experiment): both looked up in the
+    store; 202 while a side is loading, its error while a side failed, naming the side."""
+    def handler() -> Response:
+        store = app_store(current_app)
+        sides, loading = [], []
+        for side, keys in PAIR_SIDES:
+            run, worker = params(*keys[:2])
+            try:
+                result = store.lookup(run, worker, request.args.get(keys[2]))
+            except StepscopeError as e:  # unknown (404) or failed (422) side: say which
+                body = {k: display_name(v) if isinstance(v, str) else v
+                        for k, v in e.body().items()}
+                return json_response({**body, "error": f"{side}: {body['error']}",
+                                      "side": side}, e.status)
+            if isinstance(result, Loading):
+                loading.append((side, result))
+            sides.append(result)
+        if loading:  # nothing half-done: wait for both
+            body = {**loading[0][1].body(), "side": loading[0][0],
+                    "sides": [side for side, _ in loading]}
+            return json_response(body, 202, {"Retry-After": "1"})
+        return json_response(route.answer(*sides, route.validated(request.args)))
+    handler.__name__ = f"pair_{route.path.replace('/', '_')}"
     return handler
 
 
