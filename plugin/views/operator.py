@@ -206,6 +206,19 @@ def stack_rows(groups: dict[str, OperatorGroups], params: Mapping[str, str | Non
     return groups[group_by].stacks.get((name, shape), [])
 
 
+def stack_report_params(views) -> list[dict[str, str]]:
+    """``operation/stack`` parameters of every operator group that has call stacks (what
+    the table's expandable rows ask for; empty values left out, as the frontend does)."""
+    out = []
+    for g, grp in views.payload("Operator")["groups"].items():
+        for name, shape in grp.stacks:
+            p = {"group_by": g, "op_name": name}
+            if shape and g == "OperationAndInputShape":
+                p["input_shape"] = shape
+            out.append(p)
+    return out
+
+
 def _payloads(a: Analysis) -> dict:
     groups = operator_groups(a)
     return {"groups": groups, "by_group": operation_payloads(groups, a.gpu)}
@@ -223,6 +236,7 @@ VIEW = View(
               (GROUP_BY_PARAM,)),
         Route("operation/stack", lambda v, p: stack_rows(v.payload("Operator")["groups"], p),
               (GROUP_BY_PARAM, Param("op_name", doc="operator name (required)"),
-               Param("input_shape", doc="input shape, with group_by=OperationAndInputShape"))),
+               Param("input_shape", doc="input shape, with group_by=OperationAndInputShape")),
+              report=stack_report_params),
     ),
 )
