@@ -222,8 +222,8 @@ def operator_section(views: ViewSet, *, by_shape: bool = False, sort: str | None
             row += m[:2]
         if has_dev_mem:
             row += m[2:]
-        if by_shape:
-            row.append(r.get("input_shape", ""))
+        if by_shape:  # torch writes "[]" for an operator recorded without shapes
+            row.append(r.get("input_shape") or "[]")
         rows.append(row)
     names = [c for c, _u in cols]
     column = SORT_KEYS.get(sort or ("self_device" if a.gpu else "self_cpu"))
