@@ -2,7 +2,7 @@
 // optionally expandable rows. Logic lives in table_model.js; this file only builds DOM.
 import { breakable, el, helpIcon, setChildren } from "./dom.js";
 import { formatBytes, formatCount, formatDuration, formatPercent, shortenName } from "./format.js";
-import { tableView } from "./table_model.js";
+import { csvText, shownRows, tableView } from "./table_model.js";
 import { errorPanel, loadingLine } from "./status.js";
 
 export const PAGE_SIZES = [10, 25, 50, 100];
@@ -39,7 +39,10 @@ function cell(row, col) {
  *   help?, shorten? (max chars, full text on hover), width? (CSS min-width)}], rows, searchKeys,
  *   state {search, sort, dir}, onStateChange(patch) (to mirror search/sort into the URL),
  *   rowKey(row), expandable(row), renderDetail(row) -> Promise<Node>, noun ("operators"),
- *   pageSize, onRowClick(row) (rows become clickable), rowClass(row) -> extra class names.
+ *   pageSize, onRowClick(row) (rows become clickable), rowClass(row) -> extra class names,
+ *   csvName (file name of the CSV download; default `${noun}.csv`).
+ * The "CSV" button downloads the rows shown (search applied, every page, in the table's
+ * sort) with the columns shown (csvText in table_model.js).
  */
 export function createTable(options) {
   const { columns, searchKeys = [columns[0].key], onStateChange, noun = "rows",
@@ -57,11 +60,14 @@ export function createTable(options) {
     placeholder: options.searchPlaceholder ?? "Search names…", "aria-label": `Search ${noun}`,
     value: st.search });
   const count = el("span", { className: "table-count muted" });
+  const csvButton = el("button", { type: "button", className: "button table-csv",
+    title: `Download the ${noun} shown (every page, search applied) as CSV`,
+    on: { click: () => downloadCsv() } }, "CSV");
   const thead = el("thead");
   const tbody = el("tbody");
   const pager = el("div", { className: "pager" });
   const element = el("div", { className: "table-wrap" },
-    el("div", { className: "table-tools" }, search, count),
+    el("div", { className: "table-tools" }, search, count, csvButton),
     el("div", { className: "table-scroll" }, el("table", { className: "data-table" }, thead, tbody)),
     pager);
 
@@ -159,6 +165,16 @@ export function createTable(options) {
     count.textContent = view.matched === view.total ? `${formatCount(view.total)} ${noun}`
       : `${formatCount(view.matched)} of ${formatCount(view.total)} ${noun}`;
     pagerControls(view);
+  }
+
+  function downloadCsv() {
+    const text = csvText(columns, shownRows(rows, { search: st.search, searchKeys, sort: st.sort, dir: st.dir }));
+    const url = URL.createObjectURL(new Blob([text], { type: "text/csv;charset=utf-8" }));
+    const a = el("a", { href: url, download: options.csvName ?? `${noun}.csv`, className: "offscreen" });
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
   }
 
   render();
