@@ -42,6 +42,7 @@ setup(
         "msgspec>=0.18",
         "orjson>=3.8",
         "isal>=1.6",  # fast gzip inflate (rawfile.py falls back to zlib without it)
+        "rich>=13",  # terminal tables and progress of `stepscope summary` (share/render.py)
     ],
     extras_require={
         "samples": ["torch>=2.0"],

@@ -1,4 +1,6 @@
-"""Standalone server: ``stepscope [serve] DIR [--host H] [--port P] ...`` (SPEC §3.1).
+"""Standalone server: ``stepscope [serve] DIR [--host H] [--port P] ...`` (SPEC §3.1), and
+the server-less ``stepscope report PATH`` / ``stepscope summary PATH`` (SPEC §4.5,
+:mod:`stepscope.share.commands`).
 
 ``serve`` is the default sub-command: ``stepscope DIR`` and ``stepscope serve DIR`` are the
 same (a log directory literally named ``serve`` is ``stepscope serve serve`` or ``./serve``).
@@ -40,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
         usage="stepscope [serve] DIR [options]",
         description="Serve the Stepscope PyTorch profiler dashboard for the traces under DIR "
                     "(a folder, or a URL such as s3://bucket/logs with stepscope[remote]). "
-                    "'stepscope DIR' and 'stepscope serve DIR' are the same.")
+                    "'stepscope DIR' and 'stepscope serve DIR' are the same.",
+        epilog="Without a server: 'stepscope report PATH -o report.html' (one self-contained "
+               "HTML file) and 'stepscope summary PATH' (terminal tables); --help on each.")
     p.add_argument("logdir", metavar="DIR", nargs="?",
                    help="log directory: every folder holding *.pt.trace.json[.gz] is a run")
     p.add_argument("--host", default="127.0.0.1",
@@ -70,14 +74,20 @@ def url_host(host: str) -> str:
 
 
 #: Sub-commands: ``stepscope COMMAND ...``; without one, ``stepscope DIR`` serves.
-COMMANDS = ("serve",)
+COMMANDS = ("serve", "report", "summary")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``stepscope [serve] DIR [options]`` (serve is the default command)."""
+    """``stepscope [serve] DIR [options]`` (serve is the default command),
+    ``stepscope report PATH -o FILE``, ``stepscope summary PATH [options]``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in COMMANDS:
-        argv = argv[1:]  # the only command today; report/summary join COMMANDS later
+    if argv and argv[0] in ("report", "summary"):
+        from .share import commands
+
+        run = commands.report_main if argv[0] == "report" else commands.summary_main
+        return run(argv[1:])
+    if argv and argv[0] == "serve":
+        argv = argv[1:]
     return serve(argv)
 
 

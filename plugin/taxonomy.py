@@ -191,3 +191,7 @@ DATA_PARALLEL_OP = re.compile(
     r"^(torch::autograd::)?(Broadcast|Scatter|Gather|ReduceAddCoalesced)(Backward\d*)?$|"
     r"^(autograd::engine::evaluate_function: )?(Broadcast|Scatter|Gather)Backward\d*$"
 )
+
+#: Copy direction in a memcpy activity's name: Kineto writes ``Memcpy HtoD (Pageable ->
+#: Device)`` on CUDA and ROCm alike (HtoD, DtoH, DtoD, HtoH, PtoP = peer to peer).
+MEMCPY_DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD|AtoA|HtoA|AtoH)\b")

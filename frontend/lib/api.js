@@ -2,6 +2,8 @@
 // same code works standalone, inside TensorBoard's iframe and behind --path_prefix.
 // View endpoints answer 202 + Retry-After while the trace is analysed: getJSON polls them
 // and reports progress; 4xx/5xx answers become ApiError with the server's error body.
+// In a `stepscope report` file (window.STEPSCOPE_EMBEDDED set) answers come from the page.
+import { embeddedAnswer } from "./embedded.js";
 
 /** An error answer, carrying the body {error, detail, file?, position?}. */
 export class ApiError extends Error {
@@ -67,6 +69,11 @@ async function readBody(resp) {
  */
 export async function getJSON(path, params = {}, { signal, onProgress } = {}) {
   const url = endpoint(path, params);
+  if (globalThis.STEPSCOPE_EMBEDDED) {
+    const { status, body } = embeddedAnswer(globalThis.STEPSCOPE_EMBEDDED, path, params);
+    if (status !== 200) throw new ApiError(status, body, url);
+    return body;
+  }
   for (;;) {
     let resp;
     try {

@@ -2,7 +2,7 @@
 // optionally expandable rows. Logic lives in table_model.js; this file only builds DOM.
 import { breakable, el, helpIcon, setChildren } from "./dom.js";
 import { formatBytes, formatCount, formatDuration, formatPercent, shortenName } from "./format.js";
-import { paginate, tableView } from "./table_model.js";
+import { csvText, paginate, shownRows, tableView } from "./table_model.js";
 import { errorPanel, loadingLine } from "./status.js";
 
 export const PAGE_SIZES = [10, 25, 50, 100];
@@ -41,10 +41,14 @@ function cell(row, col) {
  *   (display text instead of the kind's), cellClass?(value) (extra class names)}], rows, searchKeys,
  *   state {search, sort, dir}, onStateChange(patch) (to mirror search/sort into the URL),
  *   rowKey(row), expandable(row), renderDetail(row) -> Promise<Node>, noun ("operators"),
- *   pageSize, onRowClick(row) (rows become clickable), rowClass(row) -> extra class names.
+ *   pageSize, onRowClick(row) (rows become clickable), rowClass(row) -> extra class names,
+ *   csvName (file name of the CSV download; default `${noun}.csv`),
  *   fetchPage({search, sort, dir, page, pageSize}) -> Promise<{rows, matched, total}>: a
  *   server-side table (search, sort and paging done by the server; `rows` is then unused and
  *   setRows() just asks again).
+ * The "CSV" button downloads the rows shown (search applied, every page, in the table's
+ * sort) with the columns shown (csvText in table_model.js); a server-side table asks for
+ * every matched row in one page first.
  */
 export function createTable(options) {
   const { columns, searchKeys = [columns[0].key], onStateChange, noun = "rows",
@@ -62,11 +66,14 @@ export function createTable(options) {
     placeholder: options.searchPlaceholder ?? "Search names…", "aria-label": `Search ${noun}`,
     value: st.search });
   const count = el("span", { className: "table-count muted" });
+  const csvButton = el("button", { type: "button", className: "button table-csv",
+    title: `Download the ${noun} shown (every page, search applied) as CSV`,
+    on: { click: () => downloadCsv() } }, "CSV");
   const thead = el("thead");
   const tbody = el("tbody");
   const pager = el("div", { className: "pager" });
   const element = el("div", { className: "table-wrap" },
-    el("div", { className: "table-tools" }, search, count),
+    el("div", { className: "table-tools" }, search, count, csvButton),
     el("div", { className: "table-scroll" }, el("table", { className: "data-table" }, thead, tbody)),
     pager);
 
@@ -188,6 +195,20 @@ export function createTable(options) {
     count.textContent = view.matched === view.total ? `${formatCount(view.total)} ${noun}`
       : `${formatCount(view.matched)} of ${formatCount(view.total)} ${noun}`;
     pagerControls(view);
+  }
+
+  async function downloadCsv() {
+    const all = options.fetchPage
+      ? (await options.fetchPage({ search: st.search, sort: st.sort, dir: st.dir, page: 0,
+        pageSize: Math.max(1, shown?.matched ?? 0) })).rows
+      : shownRows(rows, { search: st.search, searchKeys, sort: st.sort, dir: st.dir });
+    const text = csvText(columns, all);
+    const url = URL.createObjectURL(new Blob([text], { type: "text/csv;charset=utf-8" }));
+    const a = el("a", { href: url, download: options.csvName ?? `${noun}.csv`, className: "offscreen" });
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
   }
 
   render();

@@ -87,3 +87,42 @@ export function chartTableRows(table) {
   });
   return { columns, rows };
 }
+
+/** Column kinds whose CSV cells are raw numbers, and the unit their header then names. */
+const CSV_UNITS = { duration: "us", percent: "%", bytes: "bytes", count: "", number: "" };
+
+/** One CSV field (RFC 4180 quoting); text that a spreadsheet would run as a formula
+ * (= + - @ first; names in traces are untrusted) gets a leading apostrophe. */
+export function csvField(value) {
+  if (value === null || value === undefined) return "";
+  if (typeof value === "number") return Number.isFinite(value) ? String(value) : "";
+  let s = String(value);
+  if (/^[=+\-@\t\r]/.test(s)) s = `'${s}`;
+  return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
+/**
+ * CSV of `rows` under `columns` ({key, label, kind}): numbers raw (µs, %, bytes; the unit
+ * in the header: "Host self (us)"), yes/no columns as Yes / No, text in full. CRLF lines.
+ */
+export function csvText(columns, rows) {
+  const header = columns.map((c) => {
+    const unit = CSV_UNITS[c.kind];
+    return csvField(unit ? `${c.label} (${unit})` : c.label);
+  });
+  const lines = [header.join(",")];
+  for (const row of rows) {
+    lines.push(columns.map((c) => {
+      const v = row[c.key];
+      if (c.kind === "bool") return csvField(v === true ? "Yes" : v === false ? "No" : v);
+      if (c.kind in CSV_UNITS && typeof v !== "number") return csvField(v ?? "");
+      return csvField(v);
+    }).join(","));
+  }
+  return `${lines.join("\r\n")}\r\n`;
+}
+
+/** The rows a table shows across all its pages: filtered by `search`, in its sort. */
+export function shownRows(rows, { search = "", searchKeys = [], sort = "", dir = "desc" } = {}) {
+  return sortRows(filterRows(rows, search, searchKeys), sort, dir);
+}

@@ -279,6 +279,15 @@ def stats(views, p: Mapping[str, str | None]) -> dict:
     return pay["per"][label]["stats"][p["group_by"]]
 
 
+#: Pixels of the whole-span curve a ``stepscope report`` file embeds (<= 2x points per device;
+#: the report cuts zoomed windows out of it in the page).
+REPORT_WIDTH = 2000
+
+
+def _devices(views) -> list[str]:
+    return [d["device"] for d in views.payload("Memory")["devices"]]
+
+
 GROUP_BY_PARAM = Param("group_by", GROUP_BY, "rows per operator name, or per name + input shape")
 DEVICE_PARAM = Param("device", doc="device label from memory/devices (default: the first)")
 
@@ -292,7 +301,8 @@ VIEW = View(
               (DEVICE_PARAM, Param("start", doc="window start, µs from the trace start"),
                Param("end", doc="window end, µs from the trace start"),
                Param("width", doc=f"pixels across the curve ({MIN_WIDTH}..{MAX_WIDTH}, "
-                                  "default 1000)"))),
+                                  "default 1000)")),
+              report=lambda v: [{"device": d, "width": str(REPORT_WIDTH)} for d in _devices(v)]),
         Route("memory/events", events,
               (DEVICE_PARAM,
                Param("start", doc="keep allocations live from this time on (µs from the trace start)"),
@@ -303,7 +313,9 @@ VIEW = View(
                                                  "allocation order)"),
                Param("dir", ("desc", "asc"), "sort direction"),
                Param("offset", doc="first row to send (0-based, after search and sort)"),
-               Param("limit", doc="at most this many rows"))),
-        Route("memory/stats", stats, (DEVICE_PARAM, GROUP_BY_PARAM)),
+               Param("limit", doc="at most this many rows")),
+              report=lambda v: [{"device": d} for d in _devices(v)]),
+        Route("memory/stats", stats, (DEVICE_PARAM, GROUP_BY_PARAM),
+              report=lambda v: [{"device": d, "group_by": g} for d in _devices(v) for g in GROUP_BY]),
     ),
 )

@@ -43,14 +43,16 @@ _DURATIONS = ("device_self_duration", "device_total_duration", "host_self_durati
 
 def group_operators(trace: Trace, tree: HostTree, nodes: OpNodes, stack_ids: np.ndarray,
                     stack_strings: list[str], tc_eligible_name: np.ndarray, *, by_shape: bool,
-                    gpu: bool) -> OperatorGroups:
+                    gpu: bool, exact: bool = False) -> OperatorGroups:
     """Operator table rows grouped by name (and input shape), then the range rows of
     SPEC §2.4.8, sorted by device self time (host self without GPU); and per-call-stack rows
-    for each operator group."""
+    for each operator group. ``exact``: durations as ns / 1000 (float µs, what
+    ``stepscope summary`` prints) instead of the API's integer µs."""
     sel = np.flatnonzero(table_mask(trace, tree, nodes))
     cols = operator_columns(trace, tree, nodes, sel, by_shape)
     cols["stack"] = stack_ids[sel]
-    fmt = _RowFormat(trace, trace.strings, stack_strings, tc_eligible_name, by_shape, gpu)
+    fmt = _RowFormat(trace, trace.strings, stack_strings, tc_eligible_name, by_shape, gpu,
+                     exact)
     table = fmt.rows(cols, ("name", "shape"))
     table += _range_rows(trace, tree, nodes, fmt, by_shape)
     table = _sorted(table, gpu)
@@ -100,6 +102,7 @@ class _RowFormat:
     tc_eligible_name: np.ndarray
     by_shape: bool
     gpu: bool
+    exact: bool = False  # float µs (ns / 1000) instead of integer µs
 
     def rows(self, cols: dict[str, np.ndarray], keys: tuple[str, ...]) -> list[dict]:
         """Group ``cols`` by ``keys`` and format one JSON row per group."""
@@ -108,7 +111,8 @@ class _RowFormat:
         first, inv = group_ids(*(cols[k] for k in keys))
         g = len(first)
         sums = {k: sum_to(inv, cols[k], g) for k in (*_DURATIONS, "tc_self", "tc_total")}
-        out_us = {k: us_list(sums[k]) for k in _DURATIONS}
+        out_us = {k: (sums[k] / 1000).tolist() if self.exact else us_list(sums[k])
+                  for k in _DURATIONS}
         calls = np.bincount(inv, minlength=g).tolist()
         has_stack = (np.bincount(inv, weights=cols["stack"] >= 0, minlength=g) > 0).tolist()
         strings, shapes = self.strings, self.trace.shapes
@@ -188,6 +192,14 @@ def operator_groups(a: Analysis) -> dict[str, OperatorGroups]:
             for g in GROUP_BY}
 
 
+def exact_operator_rows(a: Analysis, group_by: str) -> list[dict]:
+    """The ``operation/table`` rows of ``group_by`` with durations in float µs, ns exact
+    (the same grouping and order; for ``stepscope summary``)."""
+    return group_operators(a.trace, a.tree, a.nodes, a.stack_ids, a.stack_strings,
+                           a.tc_eligible_name, by_shape=(group_by == "OperationAndInputShape"),
+                           gpu=a.gpu, exact=True).rows
+
+
 def operation_payloads(groups: dict[str, OperatorGroups], gpu: bool) -> dict[str, dict]:
     """``{group_by: {"operation": pies, "operation/table": rows}}``."""
     return {g: {"operation": operator_pies(grp.rows, gpu), "operation/table": grp.rows}
@@ -204,6 +216,19 @@ def stack_rows(groups: dict[str, OperatorGroups], params: Mapping[str, str | Non
                            "group_by=OperationAndInputShape).")
     shape = params.get("input_shape") or "" if group_by == "OperationAndInputShape" else ""
     return groups[group_by].stacks.get((name, shape), [])
+
+
+def stack_report_params(views) -> list[dict[str, str]]:
+    """``operation/stack`` parameters of every operator group that has call stacks (what
+    the table's expandable rows ask for; empty values left out, as the frontend does)."""
+    out = []
+    for g, grp in views.payload("Operator")["groups"].items():
+        for name, shape in grp.stacks:
+            p = {"group_by": g, "op_name": name}
+            if shape and g == "OperationAndInputShape":
+                p["input_shape"] = shape
+            out.append(p)
+    return out
 
 
 def _payloads(a: Analysis) -> dict:
@@ -223,6 +248,7 @@ VIEW = View(
               (GROUP_BY_PARAM,)),
         Route("operation/stack", lambda v, p: stack_rows(v.payload("Operator")["groups"], p),
               (GROUP_BY_PARAM, Param("op_name", doc="operator name (required)"),
-               Param("input_shape", doc="input shape, with group_by=OperationAndInputShape"))),
+               Param("input_shape", doc="input shape, with group_by=OperationAndInputShape")),
+              report=stack_report_params),
     ),
 )

@@ -54,11 +54,15 @@ class Route:
 
     ``views`` is the span's :class:`~stepscope.views.ViewSet` (its precomputed payloads
     and timeline); ``params`` holds every declared parameter, validated (defaults filled).
+    ``report(views) -> [params]``: the parameter sets a ``stepscope report`` file embeds
+    answers for (:mod:`stepscope.share.report`); None: every combination of the
+    parameters' ``choices`` (free-form parameters left out).
     """
 
     path: str
     answer: Callable[[Any, dict[str, str | None]], Any]
     params: tuple[Param, ...] = ()
+    report: Callable[[Any], list[dict[str, str]]] | None = None
 
     def validated(self, params: Mapping[str, str]) -> dict[str, str | None]:
         return {p.name: p.value(params) for p in self.params}

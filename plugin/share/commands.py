@@ -1,0 +1,152 @@
+"""``stepscope report`` and ``stepscope summary``: arguments, progress, exit status.
+
+Exit status: 0 done; 2 bad arguments or a PATH that is missing or holds no traces; 1 a
+trace that cannot be read. Errors are one line on stderr (``stepscope report: ...``).
+A progress bar (rich) goes to stderr while traces are read, when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import sys
+from collections.abc import Iterator
+
+from ..errors import StepscopeError
+from .load import PathError, Progress
+
+
+def _parser(name: str, description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"stepscope {name}", description=description)
+    p.add_argument("path", metavar="PATH",
+                   help="a trace file (*.pt.trace.json[.gz]), a run folder or a log directory")
+    return p
+
+
+def report_parser() -> argparse.ArgumentParser:
+    p = _parser("report", "Write one self-contained HTML file (data, JS and plotly inlined; "
+                "opens from disk with no network) with the overview, operator, kernel, memory "
+                "and module views of every trace under PATH.")
+    p.add_argument("-o", "--output", default="stepscope-report.html", metavar="FILE",
+                   help="the HTML file to write (default: stepscope-report.html)")
+    return p
+
+
+def summary_parser() -> argparse.ArgumentParser:
+    from .render import FORMATS
+    from .summary import SECTIONS, SORT_KEYS
+
+    p = _parser("summary", "Print the tables of every trace under PATH: operators as torch's "
+                "key_averages().table(), then device, overview by event type, steps, phases, "
+                "operator -> kernel, kernels, memcpy by direction and user ranges.")
+    p.add_argument("--sort", choices=sorted(SORT_KEYS), metavar="KEY",
+                   help="operator column to sort by, descending: self_cpu, cpu_total, "
+                        "self_device, device_total, calls, name, cpu_memory, ... (torch's "
+                        "self_cpu_time_total etc. also work; default self_device on GPU "
+                        "traces, else self_cpu)")
+    p.add_argument("--limit", type=int, default=20, metavar="N",
+                   help="rows per long table (operators, kernels, ranges); 0: all (default 20)")
+    p.add_argument("--by-shape", action="store_true",
+                   help="operator rows per name and input shape (record_shapes=True traces)")
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="text (terminal tables), csv, json or markdown (default text)")
+    p.add_argument("--section", action="append", choices=SECTIONS, metavar="NAME",
+                   help=f"only these tables (repeatable): {', '.join(SECTIONS)}")
+    return p
+
+
+def _fail(command: str, message: str, status: int) -> int:
+    print(f"stepscope {command}: {message}", file=sys.stderr)
+    return status
+
+
+@contextlib.contextmanager
+def progress_bar(total_files: int) -> Iterator[Progress]:
+    """A ``progress(file, fraction)`` drawing a rich bar on stderr (no-op when stderr is
+    not a terminal)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
+    with Progress(TextColumn("reading {task.description}"), BarColumn(), TaskProgressColumn(),
+                  console=console, transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(name: str, fraction: float) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(name, total=1.0)
+            bar.update(tasks[name], completed=fraction)
+
+        yield progress
+
+
+def report_main(argv: list[str]) -> int:
+    args = report_parser().parse_args(argv)
+    from .report import write_report
+
+    try:
+        with progress_bar(1) as progress:
+            info = write_report(args.path, args.output, progress)
+    except PathError as e:
+        return _fail("report", e.error, 2)
+    except (StepscopeError, OSError) as e:
+        return _fail("report", _one_line(e), 1)
+    for note in info.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"Wrote {info.path} ({info.bytes:,} bytes, {info.spans} trace"
+          f"{'s' if info.spans != 1 else ''})")
+    return 0
+
+
+def summary_main(argv: list[str]) -> int:
+    parser = summary_parser()
+    args = parser.parse_args(argv)
+    if args.limit < 0:
+        parser.error("--limit must be 0 (all rows) or more")
+    from . import render
+    from .load import analyse, spans_of
+    from .summary import summary_sections
+
+    try:
+        spans = spans_of(args.path)
+        done = []
+        with progress_bar(len(spans)) as progress:
+            for s in spans:
+                views = analyse(s, progress)
+                done.append(({"run": s.run, "worker": s.worker, "span": s.span},
+                             summary_sections(views, by_shape=args.by_shape, sort=args.sort,
+                                              limit=args.limit,
+                                              only=tuple(args.section or ()))))
+    except PathError as e:
+        return _fail("summary", e.error, 2)
+    except ValueError as e:
+        return _fail("summary", str(e), 2)
+    except (StepscopeError, OSError) as e:
+        return _fail("summary", _one_line(e), 1)
+    out = sys.stdout
+    if args.format == "json":
+        render.write_json(done, out)
+        return 0
+    for i, (who, sections) in enumerate(done):
+        heading = f"{who['run']} / {who['worker']} / {who['span']}"
+        if args.format == "csv":
+            render.write_csv(heading, sections, out)
+        elif args.format == "markdown":
+            render.write_markdown(heading, sections, out)
+        else:
+            width = shutil.get_terminal_size((200, 40)).columns if out.isatty() else 200
+            render.write_text(heading, sections, out, width)
+        if i < len(done) - 1:
+            out.write("\n")
+    return 0
+
+
+def _one_line(e: Exception) -> str:
+    if isinstance(e, StepscopeError):
+        where = f"{e.file}: " if e.file else ""
+        return f"{where}{e.error}" + (f" ({e.detail})" if e.detail else "")
+    return " ".join(str(e).split())

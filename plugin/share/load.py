@@ -1,0 +1,70 @@
+"""PATH of ``stepscope report`` / ``stepscope summary`` -> the spans it holds, analysed.
+
+PATH is a trace file, a run folder (holding trace files) or a log directory (folders of
+runs); discovery names runs, workers and spans exactly as the server does. Each span is
+read and analysed in this process by the server's own code (``read_trace`` ->
+``analyze`` -> :class:`~stepscope.views.ViewSet`), without the timeline (no report or
+summary shows it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..discovery import parse_name, snapshot
+from ..errors import StepscopeError
+
+#: progress(file name, fraction of its bytes read 0..1)
+Progress = Callable[[str, float], None] | None
+
+
+class PathError(StepscopeError):
+    """PATH is missing or holds no trace files (a one-line message for the terminal)."""
+
+    status = 400
+
+
+@dataclass(frozen=True)
+class Span:
+    """One trace file: its run, worker and span names as the dashboard shows them."""
+
+    run: str
+    worker: str
+    span: str
+    path: str
+
+
+def spans_of(path: str) -> list[Span]:
+    """The spans under ``path`` (a trace file, a run folder or a log directory), runs,
+    workers and spans in the dashboard's order. Raises :class:`PathError`."""
+    if os.path.isfile(path):
+        name = os.path.basename(path)
+        worker, span = parse_name(name) or (name.split(".")[0] or name, "default")
+        run = os.path.basename(os.path.dirname(os.path.abspath(path))) or "run"
+        return [Span(run, worker, span, path)]
+    if not os.path.isdir(path):
+        raise PathError(f"{path}: no such file or folder")
+    found = [Span(run, worker, span, info.path)
+             for run, workers in snapshot(path).items()
+             for worker, spans in workers.items()
+             for span, info in spans.items()]
+    if not found:
+        raise PathError(f"{path}: no trace files (*.pt.trace.json[.gz]) in this folder "
+                        "or its sub-folders")
+    return found
+
+
+def analyse(span: Span, progress: Progress = None):
+    """The span's :class:`~stepscope.views.ViewSet` (payloads of every view, no timeline).
+
+    Raises :class:`~stepscope.errors.TraceError` for a file with nothing usable in it.
+    """
+    from ..analysis import analyze
+    from ..read.reader import read_trace
+    from ..views import ViewSet
+
+    name = os.path.basename(span.path)
+    trace = read_trace(span.path, (lambda f: progress(name, f)) if progress else None)
+    return ViewSet(analyze(trace))

@@ -1,0 +1,142 @@
+"""Write summary :class:`~stepscope.share.summary.Section` s as text (rich tables), CSV,
+JSON or Markdown.
+
+Text and Markdown format values for people (``1.234ms`` like torch's table, ``12.34%``,
+``1.50 GiB``); CSV and JSON keep raw values (µs, %, bytes) with the unit in the column name.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import TextIO
+
+from .summary import Section
+
+FORMATS = ("text", "csv", "json", "markdown")
+#: Unit suffix of a raw column name in CSV and JSON ("Self CPU" -> "Self CPU (us)").
+_SUFFIX = {"us": " (us)", "pct": " (%)", "bytes": " (bytes)"}
+
+
+def format_us(v: float) -> str:
+    """µs as torch's table writes times: ``12.346us``, ``1.235ms``, ``2.000s``."""
+    if v >= 1e6:
+        return f"{v / 1e6:.3f}s"
+    if v >= 1e3:
+        return f"{v / 1e3:.3f}ms"
+    return f"{v:.3f}us"
+
+
+def format_bytes(v: int) -> str:
+    sign = "-" if v < 0 else ""
+    v = abs(v)
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if v >= scale:
+            return f"{sign}{v / scale:.2f} {unit}"
+    return f"{sign}{v} B"
+
+
+def cell(value, unit: str) -> str:
+    """A value as text for people."""
+    if value is None:
+        return "-"
+    if unit == "us":
+        return format_us(float(value))
+    if unit == "pct":
+        return f"{float(value):.2f}%"
+    if unit == "bytes":
+        return format_bytes(int(value))
+    if unit == "count" and isinstance(value, (int, float)):
+        return f"{int(value):,}"
+    if unit == "num" and isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def _raw_name(name: str, unit: str) -> str:
+    suffix = _SUFFIX.get(unit, "")
+    return name if not suffix or name.endswith(suffix) or name.endswith("%") else name + suffix
+
+
+def _footer(s: Section) -> str:
+    if s.total_rows > len(s.rows):
+        return f"{len(s.rows):,} of {s.total_rows:,} rows (--limit)"
+    return ""
+
+
+def write_text(heading: str, sections: list[Section], out: TextIO, width: int) -> None:
+    """rich tables, one per section, under ``heading``."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out, width=width, highlight=False, soft_wrap=False)
+    console.print(heading, style="bold", markup=False)
+    for s in sections:
+        t = Table(title=s.title, title_justify="left", caption=_footer(s) or None,
+                  caption_justify="left", show_lines=False)
+        cells = [[cell(v, u) for v, (_n, u) in zip(r, s.columns)] for r in s.rows]
+        for i, (name, unit) in enumerate(s.columns):
+            if unit == "text":  # long kernel names: cut (csv / json keep them whole)
+                t.add_column(name, overflow="ellipsis", no_wrap=True, max_width=60)
+            else:  # numbers never cut: their header wraps instead
+                widest = max([len(c[i]) for c in cells] + [min(len(name), 9)])
+                t.add_column(_human_name(name), justify="right", overflow="fold",
+                             min_width=widest)
+        for c in cells:
+            t.add_row(*c)
+        console.print(t)
+
+
+def _human_name(name: str) -> str:
+    """Column name over formatted values: the unit is in each cell (``Total Duration``)."""
+    for suffix in (" (us)", " (%)"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)] + (" %" if suffix == " (%)" else "")
+    return name
+
+
+def write_markdown(heading: str, sections: list[Section], out: TextIO) -> None:
+    out.write(f"# {heading}\n")
+    for s in sections:
+        out.write(f"\n## {s.title}\n\n")
+        out.write("| " + " | ".join(_md(_human_name(n)) for n, _u in s.columns) + " |\n")
+        out.write("|" + "|".join("---:" if u != "text" else "---" for _n, u in s.columns)
+                  + "|\n")
+        for r in s.rows:
+            out.write("| " + " | ".join(_md(cell(v, u)) for v, (_n, u) in zip(r, s.columns))
+                      + " |\n")
+        if _footer(s):
+            out.write(f"\n{_footer(s)}\n")
+
+
+def _md(text: str) -> str:
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def write_csv(heading: str, sections: list[Section], out: TextIO) -> None:
+    """One CSV block per section; with several, each starts with ``# key: title``."""
+    for i, s in enumerate(sections):
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        if len(sections) > 1:
+            out.write(("\n" if i else "") + f"# {s.key}: {s.title} ({heading})\n")
+        w.writerow([_raw_name(n, u) for n, u in s.columns])
+        w.writerows(s.rows)
+        out.write(buf.getvalue())
+
+
+def section_json(s: Section) -> dict:
+    out = {"title": s.title, "columns": [{"name": n, "unit": u} for n, u in s.columns],
+           "rows": s.rows}
+    if s.total_rows > len(s.rows):
+        out["total_rows"] = s.total_rows
+    return out
+
+
+def write_json(spans: list[tuple[dict, list[Section]]], out: TextIO) -> None:
+    """``{"spans": [{"run", "worker", "span", "sections": {key: {...}}}]}``."""
+    body = {"spans": [{**who, "sections": {s.key: section_json(s) for s in sections}}
+                      for who, sections in spans]}
+    json.dump(body, out, ensure_ascii=False, indent=1)
+    out.write("\n")

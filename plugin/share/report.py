@@ -1,0 +1,142 @@
+"""``stepscope report PATH -o report.html``: one self-contained HTML file (SPEC §4.5).
+
+The file holds, per span, the answers of the routes of the views it shows (the server's own
+payloads: :meth:`ViewSet.get`), the dashboard's frontend modules and plotly.js
+(:mod:`.bundle`). In the page, ``frontend/lib/api.js`` answers from the embedded data
+(``frontend/lib/embedded.js``) instead of the network, so the very same view modules render.
+
+Which answers are embedded: every view of :data:`REPORT_VIEWS` that has data for the span,
+picked from the registry; per route the parameter sets its ``Route.report`` lists, else
+every combination of its parameters' choices. The file grows with the trace's distinct
+names (operators, kernels, call stacks), not with its events: per-event tables are cut to
+their largest rows (:data:`ROW_LIMITS`) and the memory curve is embedded downsampled.
+
+Embedded data::
+
+    {"version", "source", "runs": <runs answer>, "workers": {run: [..]},
+     "spans": {run: {worker: [..]}}, "routes": {path: {param: default or null}},
+     "windowed": [paths cut to start/end in the page], "notes": [text],
+     "data": {run: {worker: {span: {"views": [..], "notes": [..],
+                                    "answers": {path: [[params, answer], ...]}}}}}}
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import os
+from dataclasses import dataclass
+
+import orjson
+
+from .. import __version__
+from ..errors import StepscopeError
+from ..views import ROUTES, VIEWS, Route, ViewSet
+from . import bundle
+from .load import Progress, Span, analyse, spans_of
+
+#: Views a report shows, in the registry's tab order (Trace needs the server's timeline).
+REPORT_VIEWS = ("Overview", "Operator", "Kernel", "Memory", "Module")
+#: Per-event tables kept to their largest rows: route -> (column ranked on, rows kept).
+ROW_LIMITS = {"memory/events": ("Size", 2000)}
+#: Routes whose answer the page cuts to the asked start/end window (the embedded answer is
+#: the whole span at the width of ``Route.report``).
+WINDOWED = ("memory/curve",)
+
+
+@dataclass
+class ReportInfo:
+    """What :func:`write_report` wrote: ``bytes`` of the file, its spans, its notes."""
+
+    path: str
+    bytes: int
+    spans: int
+    notes: list[str]
+
+
+def route_params(route: Route, views: ViewSet) -> list[dict[str, str]]:
+    """The parameter sets embedded for ``route`` (see the module docstring)."""
+    if route.report is not None:
+        return route.report(views)
+    choices = [[(p.name, c) for c in p.choices] for p in route.params if p.choices]
+    return [dict(combo) for combo in itertools.product(*choices)]
+
+
+def _limited(path: str, answer, label: str, notes: list[str]):
+    """``answer`` cut to :data:`ROW_LIMITS` (largest rows first ranked, original order)."""
+    if path not in ROW_LIMITS or not isinstance(answer, dict) or "rows" not in answer:
+        return answer
+    column, keep = ROW_LIMITS[path]
+    rows = answer["rows"]
+    if len(rows) <= keep:
+        return answer
+    k = [c["name"] for c in answer["columns"]].index(column)
+    top = sorted(range(len(rows)), key=lambda i: -(rows[i][k] or 0))[:keep]
+    notes.append(f"{label}: {path} holds the {keep:,} largest of {len(rows):,} rows "
+                 f"(by {column}).")
+    kept = sorted(top)
+    return {**answer, "rows": [rows[i] for i in kept], "index": kept}  # ids: allocation order
+
+
+def span_data(views: ViewSet, label: str, notes: list[str]) -> dict:
+    """The embedded answers of one span (``label`` names it in ``notes``)."""
+    shown = [v for v in VIEWS if v.name in REPORT_VIEWS and v.name in views.names()]
+    answers: dict[str, list] = {}
+    for view in shown:
+        for route in view.routes:
+            for params in route_params(route, views):
+                try:
+                    answer = views.get(route.path, params)
+                except StepscopeError:
+                    continue  # a parameter set this span cannot answer: the page says 404
+                answers.setdefault(route.path, []).append(
+                    [params, _limited(route.path, answer, label, notes)])
+    return {"views": [v.name for v in shown], "notes": views.notes(), "answers": answers}
+
+
+def report_data(spans: list[Span], source: str, progress: Progress = None) -> dict:
+    """The embedded data for ``spans`` (analysed here, one at a time)."""
+    notes: list[str] = []
+    data: dict = {}
+    workers: dict = {}
+    span_names: dict = {}
+    for s in spans:
+        views = analyse(s, progress)
+        data.setdefault(s.run, {}).setdefault(s.worker, {})[s.span] = span_data(
+            views, f"{s.run}/{s.worker}/{s.span}", notes)
+        if s.worker not in workers.setdefault(s.run, []):
+            workers[s.run].append(s.worker)
+        span_names.setdefault(s.run, {}).setdefault(s.worker, []).append(s.span)
+    routes = {path: {p.name: (p.choices[0] if p.choices else None) for p in r.params}
+              for path, (_v, r) in ROUTES.items()}
+    return {"version": __version__, "source": source,
+            "runs": {"runs": list(data), "loading": False, "status": {}, "skipped": []},
+            "workers": workers, "spans": span_names, "routes": routes,
+            "windowed": list(WINDOWED), "notes": notes, "data": data}
+
+
+def _default(obj):
+    if hasattr(obj, "tolist"):  # numpy values, as the server's json_response writes them
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    raise TypeError(f"not JSON: {type(obj).__name__}")
+
+
+def write_report(path: str, out: str, progress: Progress = None) -> ReportInfo:
+    """Analyse every span under ``path`` and write the report to ``out``."""
+    spans = spans_of(path)
+    source = os.path.basename(os.path.abspath(path))
+    data = report_data(spans, source, progress)
+    blob = orjson.dumps(data, default=_default,
+                        option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    note = (f"Stepscope {__version__} report of {source} ({len(spans)} trace"
+            f"{'s' if len(spans) != 1 else ''}), made {when}. "
+            + " ".join(data["notes"]))
+    text = bundle.page(blob, title=f"{source} — Stepscope report", note=note.strip())
+    tmp = f"{out}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, out)
+    return ReportInfo(out, os.path.getsize(out), len(spans), data["notes"])

@@ -1,0 +1,246 @@
+"""``stepscope report`` (SPEC §4.5): one self-contained HTML file.
+
+- every embedded answer equals the live server's answer for the same route and parameters
+  (golden kineto_resnet50 traces);
+- opened from disk in Chromium with every non-``file:`` request blocked, the report's
+  tables and overview show the same text as the live dashboard, with no request, console
+  error or dialog; its CSV button downloads exactly the rows shown;
+- the file grows with distinct names, not with events; hostile names stay text;
+- the sub-command's output and exit status.
+Report sizes of the shared traces are printed (``-s``) and written to
+test-output/report_sizes.json.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from browser import KINETO, XSS, have_chromium, open_page, output_dir, screenshot
+from tracebuild import SHARED, have_shared, kernel, op, runtime, step
+
+from stepscope.cli import main
+from stepscope.share.bundle import json_for_script, rewrite_imports
+from stepscope.share.load import spans_of
+from stepscope.share.report import report_data, write_report
+
+READY_MS = 60_000
+needs_shared = pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+browser_test = [pytest.mark.browser,
+                pytest.mark.skipif(not have_chromium(), reason="needs /usr/bin/chromium")]
+
+
+def embedded(html: str) -> dict:
+    m = re.search(r'<script type="application/json" id="stepscope-data">(.*?)</script>', html,
+                  re.S)
+    return json.loads(m.group(1))
+
+
+def write_trace(path, events) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"traceEvents": events}))
+
+
+def repeated_trace(repeats: int) -> list[dict]:
+    """3 steps, 20 operator names each launching a kernel, every op ``repeats`` times."""
+    events, t, corr = [], 0, 0
+    for s in range(3):
+        start = t
+        for _ in range(repeats):
+            for k in range(20):
+                corr += 1
+                events += [op(f"aten::op{k}", t, 8, ext=corr), runtime("cudaLaunchKernel", t + 1, 2, corr=corr, ext=corr),
+                           kernel(f"kernel_{k}", t + 3, 4, corr=corr)]
+                t += 10
+        events.append(step(s + 1, start, t - start))
+    return events
+
+
+# -- the data --------------------------------------------------------------------------------
+def test_imports_become_bare_names():
+    src = ('import { a } from "../lib/dom.js";\nimport("./x.js");\n'
+           'const v = import(`./views/${n}.js`);\nexport { b } from "./c.js";')
+    out = rewrite_imports("views/kernel.js", src)
+    assert 'from "stepscope/lib/dom.js"' in out
+    assert 'import("stepscope/views/x.js")' in out
+    assert "import(`stepscope/views/views/${n}.js`)" in out
+    assert 'from "stepscope/views/c.js"' in out
+    assert "import(`stepscope/views/${n}.js`)" in rewrite_imports("main.js", "import(`./views/${n}.js`)")
+
+
+def test_json_cannot_end_its_script_element():
+    text = json_for_script(json.dumps({"n": "</script><!-- & >"}).encode())
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == {"n": "</script><!-- & >"}
+
+
+def test_size_grows_with_names_not_events(tmp_path):
+    sizes = {}
+    for repeats in (2, 20):
+        write_trace(tmp_path / f"r{repeats}" / "run" / "w.pt.trace.json", repeated_trace(repeats))
+        data = report_data(spans_of(str(tmp_path / f"r{repeats}")), "x")
+        sizes[repeats] = len(json.dumps(data))
+    assert sizes[20] < 1.1 * sizes[2], sizes      # 10x the events, about the same size
+    write_trace(tmp_path / "names" / "run" / "w.pt.trace.json",
+                [{**e, "name": f"{e['name']}_{i}"} if e["cat"] in ("cpu_op", "kernel") else e
+                 for i, e in enumerate(repeated_trace(2))])
+    more_names = len(json.dumps(report_data(spans_of(str(tmp_path / "names")), "x")))
+    assert more_names > 1.5 * sizes[2]             # distinct names do make it grow
+
+
+def test_command_writes_the_file_and_fails_in_one_line(tmp_path, capsys):
+    write_trace(tmp_path / "logs" / "run" / "w.pt.trace.json", repeated_trace(1))
+    out = tmp_path / "r.html"
+    assert main(["report", str(tmp_path / "logs"), "-o", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.startswith(f"Wrote {out} (") and out.stat().st_size > 1_000_000
+    data = embedded(out.read_text())
+    assert data["runs"]["runs"] == ["run"] and data["spans"] == {"run": {"w": ["default"]}}
+    assert data["data"]["run"]["w"]["default"]["views"] == ["Overview", "Operator", "Kernel"]
+    assert main(["report", str(tmp_path / "nope"), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such file or folder" in err
+    bad = tmp_path / "bad.pt.trace.json"
+    bad.write_text("[")
+    assert main(["report", str(bad), "-o", str(tmp_path / "b.html")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("stepscope report: ")
+    assert not (tmp_path / "b.html").exists()
+
+
+# -- against the live server --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def kineto_report(tmp_path_factory):
+    if not (KINETO / "expected.jsonl").is_file():
+        pytest.skip("shared traces missing")
+    out = tmp_path_factory.mktemp("report") / "kineto.html"
+    write_report(str(KINETO), str(out))
+    return out
+
+
+def live(base: str, path: str, params: dict):
+    url = f"{base}/data/plugin/stepscope/{path}?{urllib.parse.urlencode(params)}"
+    for _ in range(600):
+        with urllib.request.urlopen(url, timeout=30) as r:
+            if r.status == 200:
+                return json.loads(r.read())
+        import time
+
+        time.sleep(0.2)
+    raise AssertionError(f"{url} never ready")
+
+
+@needs_shared
+def test_every_embedded_answer_equals_the_live_api(kineto_report, kineto_url):
+    data = embedded(kineto_report.read_text())
+    assert data["runs"]["runs"] == live(kineto_url, "runs", {})["runs"]
+    checked = 0
+    for run, workers in data["data"].items():
+        for worker, spans in workers.items():
+            for span, sd in spans.items():
+                who = {"run": run, "worker": worker, "span": span}
+                assert sd["views"] == [v for v in live(kineto_url, "views", who)
+                                       if v in ("Overview", "Operator", "Kernel", "Memory", "Module")]
+                for path, entries in sd["answers"].items():
+                    for params, answer in entries:
+                        assert answer == live(kineto_url, path, {**who, **params}), (path, params)
+                        checked += 1
+    assert checked >= 2 * 7
+
+
+def _texts(page, selector: str) -> list[str]:
+    return page.locator(selector).evaluate_all("els => els.map(e => e.innerText)")
+
+
+def _show(page, url: str, view: str, ready: str) -> None:
+    page.goto(url)
+    page.wait_for_selector(ready, timeout=READY_MS)
+    assert page.locator("#tabs .tab.active").inner_text() == view
+
+
+@needs_shared
+@pytest.mark.browser
+@pytest.mark.skipif(not have_chromium(), reason="needs /usr/bin/chromium")
+def test_report_in_chromium_shows_the_live_numbers_offline(browser, kineto_report, kineto_url):
+    ctx_r, page_r, watch_r = open_page(browser, "file:///")
+    ctx_l, page_l, watch_l = open_page(browser, kineto_url)
+    report = kineto_report.as_uri()
+    q = "?run=resnet50_num_workers_4&worker=worker0&span=default"
+    for view, ready, selectors in (
+            ("Overview", "#view .main-svg", [".summary-table tbody tr", ".metric", ".env-list", "#view h2"]),
+            ("Operator", "#view tbody tr", ["#view tbody tr", ".table-count"]),
+            ("Kernel", "#kernel-table tbody tr", ["#kernel-table tbody tr", "#kernel-table .table-count"])):
+        _show(page_r, f"{report}{q}&view={view}", view, ready)
+        _show(page_l, f"{kineto_url}/{q}&view={view}", view, ready)
+        for sel in selectors:
+            ours = _texts(page_r, sel)
+            assert ours and ours == _texts(page_l, sel), (view, sel)
+        screenshot(page_r, f"report_{view.lower()}")
+    # the operator table's call-stack-free search and paging work on the embedded rows
+    _show(page_r, f"{report}{q}&view=Operator&op_group_by=OperationAndInputShape&search=conv",
+          "Operator", "#view tbody tr")
+    assert "conv" in page_r.locator("#view tbody tr").first.inner_text().lower()
+    watch_r.assert_clean()
+    watch_l.assert_clean()
+    assert all(u.startswith(("file:", "data:")) for u in watch_r.requests), watch_r.requests
+    ctx_r.close()
+    ctx_l.close()
+
+
+@needs_shared
+@pytest.mark.browser
+@pytest.mark.skipif(not have_chromium(), reason="needs /usr/bin/chromium")
+def test_csv_button_downloads_the_rows_shown(browser, kineto_report):
+    ctx = browser.new_context(accept_downloads=True, viewport={"width": 1400, "height": 900})
+    page = ctx.new_page()
+    page.goto(f"{kineto_report.as_uri()}?run=resnet50_num_workers_0&view=Operator&search=aten")
+    page.wait_for_selector("#view tbody tr", timeout=READY_MS)
+    shown = int(page.locator(".table-count").inner_text().split()[0].replace(",", ""))
+    assert shown > 25  # more than one page
+    with page.expect_download() as dl:
+        page.locator(".table-csv").first.click()
+    text = open(dl.value.path(), encoding="utf-8", newline="").read()
+    lines = text.strip("\r\n").split("\r\n")
+    assert lines[0].startswith("Operator,Calls,Device self (us),Device total (us),Host self (us)")
+    assert len(lines) == 1 + shown and all("aten" in ln for ln in lines[1:])
+    first = page.locator("#view tbody tr").first.locator("td").first.inner_text()
+    assert lines[1].split(",")[0] == first.strip()
+    ctx.close()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not have_chromium(), reason="needs /usr/bin/chromium")
+def test_hostile_names_stay_text(browser, tmp_path):
+    run = f"run</script>{XSS}"
+    write_trace(tmp_path / "logs" / run / "w.pt.trace.json",
+                [{**e, "name": XSS} if e["cat"] == "cpu_op" else e for e in repeated_trace(1)])
+    out = tmp_path / "x.html"
+    write_report(str(tmp_path / "logs"), str(out))
+    assert XSS not in out.read_text()
+    ctx, page, watch = open_page(browser, "file:///")
+    page.goto(f"{out.as_uri()}?view=Operator")
+    page.wait_for_selector("#view tbody tr", timeout=READY_MS)
+    assert page.locator("#run option").first.inner_text() == run
+    assert page.locator("#view tbody tr").first.locator("td").first.inner_text().strip() == XSS
+    watch.assert_clean()
+    ctx.close()
+
+
+@needs_shared
+@pytest.mark.slow
+def test_report_sizes_of_the_shared_traces(tmp_path):
+    """Not pass/fail on the figures: records them (bytes, and bytes of data alone)."""
+    sizes = {}
+    for key in sorted(p.name for p in Path(SHARED).iterdir() if p.is_dir()):
+        src = f"{SHARED}/{key}"
+        out = tmp_path / f"{key}.html"
+        info = write_report(src, str(out))
+        data = len(json.dumps(embedded(out.read_text())))
+        sizes[key] = {"bytes": info.bytes, "data_bytes": data, "traces": info.spans}
+        assert info.bytes > data
+    (output_dir() / "report_sizes.json").write_text(json.dumps(sizes, indent=1))
+    print(json.dumps(sizes, indent=1))

@@ -1,0 +1,201 @@
+"""``stepscope summary`` (SPEC §4.5): the operator table equals torch's ``key_averages()``
+(calls, self / total CPU time, average, CPU memory; per name and per name + input shape) on
+CPU traces torch.profiler writes in the test; the other tables, the output formats, the
+sub-command's help and its errors.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from tracebuild import build, device, kernel, op, step
+
+from stepscope.analysis.memcpy import memcpy_by_direction
+from stepscope.cli import main
+from stepscope.share.load import analyse, spans_of
+from stepscope.share.summary import summary_sections
+
+GENERATE = textwrap.dedent('''
+    import json, os, sys
+    import torch
+    import torch.nn as nn
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    out = sys.argv[1]
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, batch_first=True)
+    tokens = torch.randn(4, 10, 32)
+
+    def ready(prof):
+        prof.export_chrome_trace(os.path.join(out, "worker0.pt.trace.json"))
+        ka = lambda e: {"calls": e.count, "total": e.cpu_time_total, "self": e.self_cpu_time_total,
+                        "avg": e.cpu_time, "mem": e.cpu_memory_usage,
+                        "self_mem": e.self_cpu_memory_usage}
+        json.dump({"by_name": {e.key: ka(e) for e in prof.key_averages()},
+                   "by_shape": [{"name": e.key, "shape": str(e.input_shapes), **ka(e)}
+                                for e in prof.key_averages(group_by_input_shape=True)],
+                   "sum_self": sum(e.self_cpu_time_total for e in prof.key_averages())},
+                  open(os.path.join(out, "ka.json"), "w"))
+
+    with profile(activities=[ProfilerActivity.CPU], on_trace_ready=ready, record_shapes=True,
+                 profile_memory=True, schedule=schedule(wait=1, warmup=1, active=3)) as prof:
+        for i in range(5):
+            with record_function("forward"):
+                loss = layer(tokens).sum()
+            loss.backward()
+            prof.step()
+''')
+
+
+@pytest.fixture(scope="module")
+def torch_run(tmp_path_factory):
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("summary_torch")
+    (out / "gen.py").write_text(GENERATE)
+    proc = subprocess.run([sys.executable, str(out / "gen.py"), str(out)], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, json.loads((out / "ka.json").read_text())
+
+
+def run(capsys, *args) -> tuple[int, str, str]:
+    code = main(["summary", *map(str, args)])
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+def operator_rows(capsys, path, *extra) -> list[dict]:
+    code, out, _ = run(capsys, path, "--format", "json", "--limit", "0", "--section",
+                       "operators", *extra)
+    assert code == 0
+    sec = json.loads(out)["spans"][0]["sections"]["operators"]
+    names = [c["name"] for c in sec["columns"]]
+    return [dict(zip(names, r)) for r in sec["rows"]]
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_operator_table_equals_key_averages(torch_run, capsys):
+    out, ka = torch_run
+    rows = operator_rows(capsys, out / "worker0.pt.trace.json")
+    assert len(rows) > 20
+    for r in rows:
+        k = ka["by_name"][r["Name"]]
+        assert r["# of Calls"] == k["calls"], r["Name"]
+        assert r["Self CPU"] == pytest.approx(k["self"], abs=1e-3), r["Name"]
+        assert r["CPU total"] == pytest.approx(k["total"], abs=1e-3), r["Name"]
+        assert r["CPU time avg"] == pytest.approx(k["avg"], abs=1e-3), r["Name"]
+        assert r.get("CPU Mem", 0) == k["mem"], r["Name"]
+        assert r.get("Self CPU Mem", 0) == k["self_mem"], r["Name"]
+    assert any(r.get("CPU Mem") for r in rows)  # the memory columns are exercised
+    # shares are of the table's own self time (torch's also count ProfilerStep, forward)
+    total = sum(r["Self CPU"] for r in rows)
+    for r in rows:
+        assert r["Self CPU %"] == pytest.approx(100 * r["Self CPU"] / total)
+    # sorted by self CPU (a CPU trace), descending
+    assert [r["Self CPU"] for r in rows] == sorted((r["Self CPU"] for r in rows), reverse=True)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_by_shape_rows_equal_key_averages(torch_run, capsys):
+    out, ka = torch_run
+    theirs = {(e["name"], e["shape"]): e for e in ka["by_shape"]}
+    rows = operator_rows(capsys, out / "worker0.pt.trace.json", "--by-shape", "--sort", "calls")
+    assert len({r["Name"] for r in rows}) < len(rows)  # some name has several shapes
+    for r in rows:
+        k = theirs[(r["Name"], r["Input Shapes"])]
+        assert (r["# of Calls"], r.get("CPU Mem", 0)) == (k["calls"], k["mem"])
+        assert r["Self CPU"] == pytest.approx(k["self"], abs=1e-3)
+        assert r["CPU total"] == pytest.approx(k["total"], abs=1e-3)
+    assert [r["# of Calls"] for r in rows] == sorted((r["# of Calls"] for r in rows), reverse=True)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_formats_and_limit(torch_run, capsys):
+    out, _ = torch_run
+    path = out / "worker0.pt.trace.json"
+    code, text, err = run(capsys, path, "--limit", "3")
+    assert code == 0 and not err
+    assert "Self CPU %" in text and "# of Calls" in text and "3 of " in text
+    code, md, _ = run(capsys, path, "--format", "markdown", "--section", "operators")
+    assert code == 0 and md.startswith("# ") and "| Name | Self CPU % |" in md
+    code, text, _ = run(capsys, path, "--format", "csv", "--section", "operators", "--limit", "0")
+    table = list(csv.reader(io.StringIO(text)))
+    assert table[0][:3] == ["Name", "Self CPU %", "Self CPU (us)"]
+    assert len(table) == 1 + len(operator_rows(capsys, path))
+    code, text, _ = run(capsys, path, "--format", "csv")  # every section: '# key: title' blocks
+    assert text.startswith("# device: Device") and "\n# operators: " in text
+    code, out_, err = run(capsys, path, "--sort", "self_device")  # no device columns on CPU
+    assert code == 2 and not out_ and err.count("\n") == 1 and "self_cpu" in err
+
+
+def test_kernel_overview_and_memcpy_sections_come_from_the_payloads(tmp_path):
+    events = [step(1, 0, 100), op("aten::mm", 10, 50, ext=7),
+              kernel("volta_sgemm", 20, 30, corr=1),
+              device("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 60, "2.5"),
+              device("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 70, "1.5"),
+              device("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 80, 1)]
+    t = build(events, device_properties=[{"id": 0, "numSms": 80}])
+    rows = memcpy_by_direction(t)
+    assert [(r.direction, r.calls, r.total_ns, r.min_ns, r.max_ns) for r in rows] == [
+        ("HtoD", 2, 4000, 1500, 2500), ("DtoH", 1, 1000, 1000, 1000)]
+
+    from stepscope.views import build_views
+
+    views = build_views(t)
+    sections = {s.key: s for s in summary_sections(views)}
+    assert sections["memcpy"].rows[0] == ["HtoD", 2, 4.0, 2.0, 1.5, 2.5]
+    assert sections["kernels"].rows[0][:4] == ["volta_sgemm", 1, 30, 30]
+    over = views.get("overview", {})["performance"][0]
+    assert sections["overview"].rows[-1] == ["Average Step Time", over["value"], 100]
+    assert [s.key for s in summary_sections(views, only=("memcpy",))] == ["memcpy"]
+
+
+@pytest.mark.skipif(not os.path.isdir("../shared/traces/kineto_resnet50"),
+                    reason="shared traces missing")
+def test_real_gpu_trace_operator_rows_equal_the_api_rounded():
+    (span,) = spans_of("../shared/traces/kineto_resnet50/resnet50_num_workers_0")
+    views = analyse(span)
+    (ops,) = summary_sections(views, limit=0, only=("operators",))
+    names = [c for c, _u in ops.columns]
+    api = {r["name"]: r for r in views.get("operation/table", {"group_by": "Operation"})}
+    assert len(ops.rows) == len(api) and "Self CUDA" in names
+    for row in ops.rows:
+        r = dict(zip(names, row))
+        a = api[r["Name"]]
+        assert r["# of Calls"] == a["calls"]
+        for ours, key in (("Self CPU", "host_self_duration"), ("CPU total", "host_total_duration"),
+                          ("Self CUDA", "device_self_duration"),
+                          ("CUDA total", "device_total_duration")):
+            assert abs(r[ours] - a[key]) <= 0.5, (r["Name"], ours)
+    selfs = [dict(zip(names, r))["Self CUDA"] for r in ops.rows]
+    assert selfs == sorted(selfs, reverse=True)  # GPU trace: by self device time
+
+
+def test_help_and_bad_paths(tmp_path, capsys):
+    for cmd in ("summary", "report"):
+        with pytest.raises(SystemExit) as e:
+            main([cmd, "--help"])
+        assert e.value.code == 0
+        assert f"usage: stepscope {cmd}" in capsys.readouterr().out
+    code, out, err = run(capsys, tmp_path / "missing")
+    assert code == 2 and not out
+    assert err.count("\n") == 1 and "no such file or folder" in err
+    code, _, err = run(capsys, tmp_path)  # a folder without traces
+    assert code == 2 and err.count("\n") == 1 and "no trace files" in err
+    bad = tmp_path / "w.pt.trace.json"
+    bad.write_text("this is not json")
+    code, _, err = run(capsys, bad)
+    assert code == 1 and err.count("\n") == 1 and err.startswith("stepscope summary: ")
+    with pytest.raises(SystemExit) as e:
+        main(["summary", str(bad), "--sort", "nope"])
+    assert e.value.code == 2
