@@ -20,7 +20,7 @@ from .. import runlevel  # module, not names: runlevel imports views.registry
 from ..analysis import Analysis, analyze
 from ..errors import NotFound
 from ..model import Trace
-from . import kernel, memory, operator, overview, trace
+from . import kernel, memory, module, operator, overview, trace
 from .overview import notes
 from .registry import Param, Route, View
 from .trace import timeline_of
@@ -28,7 +28,8 @@ from .trace import timeline_of
 __all__ = ["VIEWS", "ROUTES", "Param", "Route", "View", "ViewSet", "build_views", "timeline_of"]
 
 #: Every view, in tab order. A new view adds its module's ``VIEW`` here.
-VIEWS: tuple[View, ...] = (overview.VIEW, operator.VIEW, kernel.VIEW, trace.VIEW, memory.VIEW)
+VIEWS: tuple[View, ...] = (overview.VIEW, operator.VIEW, kernel.VIEW, trace.VIEW, memory.VIEW,
+                           module.VIEW)
 #: Route path -> (view, route), for every view route.
 ROUTES: dict[str, tuple[View, Route]] = {r.path: (v, r) for v in VIEWS for r in v.routes}
 

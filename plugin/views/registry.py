@@ -51,11 +51,14 @@ class Route:
 
     ``views`` is the span's :class:`~stepscope.views.ViewSet` (its precomputed payloads
     and timeline); ``params`` holds every declared parameter, validated (defaults filled).
+    ``mimetype``: ``application/json``, or ``text/plain`` for an answer that is a str sent
+    as is (``stacks/collapsed``).
     """
 
     path: str
     answer: Callable[[Any, dict[str, str | None]], Any]
     params: tuple[Param, ...] = ()
+    mimetype: str = "application/json"
 
     def validated(self, params: Mapping[str, str]) -> dict[str, str | None]:
         return {p.name: p.value(params) for p in self.params}
