@@ -85,7 +85,6 @@ def _node_fields(t: PathTable, strings: list[str], kind: str) -> list[dict]:
 def nested(t: PathTable, strings: list[str], kind: str) -> tuple[list[dict], int, int]:
     """The paths of ``t`` as a nested tree, heaviest children first, capped (see module
     docstring). Returns ``(roots, nodes cut by depth, children folded into remainders)``."""
-    n = len(t)
     nodes = _node_fields(t, strings, kind)
     names = [strings[i] for i in t.name.tolist()]
     keep = t.depth < MAX_TREE_DEPTH
@@ -150,7 +149,7 @@ def flat_ranges(t: PathTable, strings: list[str]) -> list[dict]:
 
 
 def _groups(name: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    uniq, first, inv = np.unique(name, return_index=True, return_inverse=True)
+    _, first, inv = np.unique(name, return_index=True, return_inverse=True)
     return first, inv.reshape(-1)
 
 
