@@ -42,7 +42,7 @@ from .intervals import covered, union
 from .links import Links
 from .operators import OpNodes, group_ids, sum_to
 from .steps import Steps
-from .tree import HostTree, nearest_marked_ancestor
+from .tree import HostTree, build_tree
 
 #: Host kinds that are phase work (steps are the windows, runtime calls sit inside ops).
 _WORK = np.array([Kind.HOST_OP, Kind.USER_RANGE, Kind.PYTHON], dtype=np.uint8)
@@ -128,7 +128,10 @@ def phase_intervals(trace: Trace, tree: HostTree, steps: Steps,
     marks = np.array([phase_of_name(s) or "" for s in names], dtype=object)
     phase_name = marks[trace.name[rows]] if len(names) else np.zeros(0, dtype=object)
     user = kind == Kind.USER_RANGE
-    s, e = tree.start, tree.end
+    # the file's own intervals: a range the tree clipped (it overlaps a python frame without
+    # nesting, common with with_stack=True) still covers its whole span
+    s = trace.start[rows]
+    e = s + trace.dur[rows]
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     marked: dict[str, bool] = {}
     for ph in PHASE_PRIORITY:
@@ -155,7 +158,8 @@ def _inferred(trace: Trace, tree: HostTree, steps: Steps, phase: str, work: np.n
         return work & (trace.thread[rows] == main)
     # Backward: autograd ops anywhere, plus per step the whole span of work on autograd threads
     ops = work & name_mask(trace, AUTOGRAD_FUNCTION_NAME)[rows]
-    s, e = tree.start[ops], tree.end[ops]
+    start, end = trace.start[rows], trace.start[rows] + trace.dur[rows]
+    s, e = start[ops], end[ops]
     th = trace.thread[rows]
     top = work & (tree.parent < 0) & (th != main)
     auto = np.unique(th[top & ops])
@@ -163,7 +167,7 @@ def _inferred(trace: Trace, tree: HostTree, steps: Steps, phase: str, work: np.n
     hs, he = steps.host_start, steps.host_end
     for t in auto.tolist():
         sel = top & (th == t)
-        ts, te = tree.start[sel], tree.end[sel]
+        ts, te = start[sel], end[sel]
         k = np.searchsorted(hs, ts, side="right") - 1
         ok = (k >= 0) & (ts < he[np.maximum(k, 0)])
         if not ok.any():
@@ -271,30 +275,32 @@ def intern_paths(sel: np.ndarray, parent: np.ndarray, depth: np.ndarray,
     return path, np.concatenate(pp), np.concatenate(pk), np.concatenate(pd)
 
 
-def path_table(trace: Trace, tree: HostTree, nodes: OpNodes, marked: np.ndarray,
-               raw_durations: bool) -> PathTable:
-    """Merge the marked positions by path; ``raw_durations``: host times from the file's
-    durations (as torch's key_averages), else the tree's clipped ones."""
-    sel = np.flatnonzero(marked)
-    parent = nearest_marked_ancestor(tree.parent, marked)
-    depth = marked_depth(tree, marked)
-    path, pp, pk, pd = intern_paths(sel, parent, depth, trace.name[tree.rows].astype(np.int64))
+def path_table(trace: Trace, tree: HostTree, nodes: OpNodes, marked: np.ndarray) -> PathTable:
+    """Merge the marked positions of ``tree`` by path. The marked events nest among
+    themselves (:func:`~.tree.build_tree` over just their rows), so a range that the full
+    tree clipped against a python frame still holds the ranges inside it. Host times are the
+    file's durations (as torch's key_averages counts them); self time is the total minus the
+    child paths' totals, at least 0; device time is the host tree's device total."""
+    rows = np.sort(tree.rows[marked])
+    sub = build_tree(trace, rows)
+    sel = np.arange(len(sub))
+    depth = sub.depth()
+    path, pp, pk, pd = intern_paths(sel, sub.parent, depth, trace.name[sub.rows].astype(np.int64))
     m = len(pp)
     p = path[sel]
-    dur = trace.dur[tree.rows[sel]] if raw_durations else (tree.end - tree.start)[sel]
-    clipped = (tree.end - tree.start)[sel]
-    kid = parent[sel] >= 0
-    child_ns = sum_to(path[parent[sel][kid]], clipped[kid], m)
+    dur = trace.dur[sub.rows]
+    kid = sub.parent >= 0
+    child_ns = sum_to(path[sub.parent[kid]], dur[kid], m)
     total = sum_to(p, dur, m)
     hmin = np.full(m, np.iinfo(np.int64).max)
     hmax = np.zeros(m, dtype=np.int64)
     np.minimum.at(hmin, p, dur)
     np.maximum.at(hmax, p, dur)
+    device = nodes.device_total[tree.pos_of_row[sub.rows]]
     return PathTable(name=pk, parent=pp, depth=pd, calls=np.bincount(p, minlength=m),
-                     host_total=total,
-                     host_self=np.maximum(sum_to(p, clipped, m) - child_ns, 0),
+                     host_total=total, host_self=np.maximum(total - child_ns, 0),
                      host_min=np.where(hmin == np.iinfo(np.int64).max, 0, hmin),
-                     host_max=hmax, device=sum_to(p, nodes.device_total[sel], m))
+                     host_max=hmax, device=sum_to(p, device, m))
 
 
 def range_mask(trace: Trace, tree: HostTree) -> np.ndarray:
@@ -313,8 +319,8 @@ def analyze_module(trace: Trace, tree: HostTree, links: Links, steps: Steps,
                    nodes: OpNodes) -> ModuleAnalysis:
     """Phases, user ranges and the module tree of one trace."""
     ph = phases(trace, tree, links, steps)
-    ranges = path_table(trace, tree, nodes, range_mask(trace, tree), raw_durations=True)
-    modules = path_table(trace, tree, nodes, module_mask(trace, tree), raw_durations=False)
+    ranges = path_table(trace, tree, nodes, range_mask(trace, tree))
+    modules = path_table(trace, tree, nodes, module_mask(trace, tree))
     notes = list(ph.notes)
     if not len(modules):
         notes.append(Note("info", "no_module_frames",
