@@ -62,7 +62,7 @@ def test_phases_ranges_and_modules_tabs(browser, base):
     assert names == ["DataLoader", "Forward", "Backward", "Optimizer", "Other"]
     x = page.evaluate("() => document.getElementById('module-phase-chart').data[0].x")
     assert x[-1] == "Average" and len(x) == 6
-    assert page.locator("#module-phase-device-chart .main-svg").count() == 1
+    page.wait_for_selector("#module-phase-device-chart .main-svg")
     rows = page.locator(".phase-table tbody tr")
     assert rows.count() == 6
     assert "your record_function ranges" in page.locator("#module-body").inner_text()
@@ -145,7 +145,7 @@ def test_operator_call_stack_links_to_flame_and_back(browser, base):
     context, page, watch = open_page(browser, base)
     page.goto(f"{base}/?run=tiny&view=Operator")
     page.locator("tbody tr", has_text="aten::linear").first.wait_for(timeout=READY_MS)
-    page.locator("tbody tr", has_text="aten::linear").first.click()
+    page.locator("tbody tr", has_text="aten::linear").first.locator("button.expand").click()
     link = page.locator("a.flame-link").first
     link.wait_for()
     link.click()
@@ -155,9 +155,11 @@ def test_operator_call_stack_links_to_flame_and_back(browser, base):
     assert "Matched" in page.locator("#module-flame-matched").inner_text()
     # back: focus the frame, follow "Find in the Operator view"
     box = page.locator("#module-flame-canvas").bounding_box()
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + 18 * 5 + 9)   # 6th row: aten::linear
+    # rows: thread, forward, Net_0, Linear_0, aten::linear (backward is wider: drawn first)
+    page.mouse.click(box["x"] + box["width"] * 0.7, box["y"] + 18 * 4 + 9)
     page.locator("#module-flame-to-operator").wait_for()
     name = page.locator("#module-flame-detail b").inner_text()
+    assert name == "aten::linear"
     page.click("#module-flame-to-operator")
     page.wait_for_function("() => new URLSearchParams(location.search).get('view') === 'Operator'")
     assert query(page)["search"] == name

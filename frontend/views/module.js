@@ -203,7 +203,7 @@ async function flameTab(ctx, box) {
   let query = ctx.state.mod_search ?? "";
   const search = el("input", { type: "search", id: "module-flame-search", placeholder: "Highlight frames…", value: query });
   const matchText = el("span", { className: "muted", id: "module-flame-matched" });
-  const reset = el("button", { type: "button", id: "module-flame-reset" }, "Reset zoom");
+  const reset = el("button", { type: "button", className: "button", id: "module-flame-reset" }, "Reset zoom");
   const canvas = el("canvas", { className: "flame-canvas", id: "module-flame-canvas", tabindex: "0" });
   const tip = el("div", { className: "trace-tooltip", hidden: true });
   const wrap = el("div", { className: "flame-wrap" }, canvas, tip);
