@@ -195,3 +195,24 @@ DATA_PARALLEL_OP = re.compile(
 #: Copy direction in a memcpy activity's name: Kineto writes ``Memcpy HtoD (Pageable ->
 #: Device)`` on CUDA and ROCm alike (HtoD, DtoH, DtoD, HtoH, PtoP = peer to peer).
 MEMCPY_DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD|AtoA|HtoA|AtoH)\b")
+
+# --- module view (SPEC §4.2) -------------------------------------------------------------------
+
+#: Phases of a step in display order, and the order that charges an instant to one of them
+#: (the first active wins; ``Other`` takes the rest).
+PHASES = ("DataLoader", "Forward", "Backward", "Optimizer", "Other")
+PHASE_PRIORITY = ("DataLoader", "Optimizer", "Backward", "Forward")
+#: record_function names that mark a phase, after lower-casing and dropping ``#``, spaces and
+#: ``_`` (``"## forward ##"`` and ``"Forward"`` both mark Forward).
+PHASE_RANGE_NAMES = {"dataloader": "DataLoader", "forward": "Forward", "backward": "Backward",
+                     "optimizer": "Optimizer", "optimizerstep": "Optimizer",
+                     "zerograd": "Optimizer"}
+PHASE_NAME_STRIP = re.compile(r"[#\s_]+")
+#: Ranges torch.optim records around step() and zero_grad().
+OPTIMIZER_RANGE_NAME = re.compile(r"^Optimizer\.(step|zero_grad)#")
+#: Host ops the autograd engine runs for each backward node (2021 traces name the node
+#: alone: ``CudnnConvolutionBackward``, ``torch::autograd::AccumulateGrad``).
+AUTOGRAD_FUNCTION_NAME = re.compile(
+    r"^(autograd::engine::evaluate_function: |torch::autograd::AccumulateGrad$|\w*Backward\d*$)")
+#: Python frames torch records per nn.Module call with ``with_modules=True``.
+MODULE_FRAME_NAME = re.compile(r"^nn\.Module: ")

@@ -238,7 +238,14 @@ KNOWN_BUGS: dict[str, str] = {}
 def test_shared_trace_routes(key):
     views = shared_views(key)
     views.analysis.check()
-    names = views.names()
+    names = [n for n in views.names() if n != "Module"]
+    a = views.analysis
+    assert ("Module" in views.names()) == a.has_host
+    # Module view invariants (SPEC §2.7, §4.2): phases partition each step, flame totals add up
+    from stepscope.analysis.module import analyze_module
+    from stepscope.analysis.stacks import flame
+    analyze_module(a.trace, a.tree, a.links, a.steps, a.nodes).check()
+    flame(a.trace, a.tree, a.links).check()
     has_memory = len(views.analysis.trace.memory["ts"]) > 0
     assert names[-1] == ("Memory" if has_memory else "Trace") and "Trace" in names
     for d in _sane(views, "memory/devices", {}):   # every device's memory routes answer

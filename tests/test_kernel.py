@@ -78,7 +78,7 @@ def test_kernel_pies():
     assert tc == [["Using Tensor Cores", 6], ["Not Using Tensor Cores", 4]]
     with pytest.raises(BadParameter):
         views.get("kernel/table", {"group_by": "Operation"})
-    assert views.names() == ["Overview", "Operator", "Kernel", "Trace"]
+    assert views.names() == ["Overview", "Operator", "Kernel", "Trace", "Module"]
 
 
 def test_every_kernel_counts_even_outside_steps():
@@ -88,7 +88,7 @@ def test_every_kernel_counts_even_outside_steps():
 
 def test_no_kernels_no_kernel_view():
     views = build_views(build([op("aten::add", 0, 1)]))
-    assert views.names() == ["Overview", "Operator", "Trace"]
+    assert views.names() == ["Overview", "Operator", "Trace", "Module"]
     assert views.get("kernel/table", {})["data"]["rows"] == []
     assert views.get("kernel", {})["total"]["rows"] == []
 

@@ -416,7 +416,7 @@ def test_cold_payloads_stay_compressed_and_answer_the_same(tmp_path):
         assert ("Operator" not in {v for _s, v in a.payloads._loaded})
         assert views.packed_bytes() < a.payloads.bytes + sum(s for _b, s in views._packed.values())
         assert views.get("operation/table", {"group_by": "Operation"}) == hot
-        assert views.names() == ["Overview", "Operator", "Kernel", "Trace"]
+        assert views.names() == ["Overview", "Operator", "Kernel", "Trace", "Module"]
     finally:
         a.close()
 

@@ -6,6 +6,7 @@ import { card, el, setChildren } from "../lib/dom.js";
 import { formatDuration } from "../lib/format.js";
 import { emptyState, errorPanel, loadingLine } from "../lib/status.js";
 import { createTable } from "../lib/table.js";
+import { buildQuery } from "../lib/urlstate.js";
 
 export const GROUPS = { Operation: "Operator", OperationAndInputShape: "Operator + input shape" };
 export const PIES = {
@@ -47,12 +48,19 @@ export function stackFrames(stack) {
   return String(stack ?? "").split(/;|\n/).map((s) => s.trim()).filter(Boolean);
 }
 
+/** The Module view's flame graph with `name` highlighted (same run / worker / span). */
+export function flameLink(state, name) {
+  return buildQuery({ run: state.run, worker: state.worker, span: state.span, view: "Module",
+    mod_tab: "flame", mod_search: name }) || "?";
+}
+
 async function stackDetail(ctx, groupBy, row) {
+  const link = el("a", { className: "flame-link", href: flameLink(ctx.state, row.name) }, "Show in the flame graph");
   const rows = await ctx.client.get("operation/stack", { group_by: groupBy, op_name: row.name,
     input_shape: groupBy === "OperationAndInputShape" ? row.input_shape ?? "" : undefined });
   const list = Array.isArray(rows) ? rows : rows?.data ?? [];
-  if (!list.length) return el("p", { className: "muted" }, "No call stacks recorded for this operator.");
-  return el("div", { className: "stacks" }, list.map((s) => el("div", { className: "stack" },
+  if (!list.length) return el("div", {}, el("p", { className: "muted" }, "No call stacks recorded for this operator."), link);
+  return el("div", { className: "stacks" }, link, list.map((s) => el("div", { className: "stack" },
     el("div", { className: "stack-head" },
       `${s.calls ?? "?"} call${s.calls === 1 ? "" : "s"}`,
       s.device_self_duration ? ` · device self ${formatDuration(s.device_self_duration)}` : "",

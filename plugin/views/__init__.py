@@ -20,7 +20,7 @@ from .. import runlevel  # module, not names: runlevel imports views.registry
 from ..analysis import Analysis, analyze
 from ..errors import NotFound
 from ..model import Trace
-from . import diff, kernel, memory, operator, overview, trace
+from . import diff, kernel, memory, module, operator, overview, trace
 from .overview import notes
 from .registry import PairRoute, PairView, Param, Route, View
 from .trace import timeline_of
@@ -29,7 +29,8 @@ __all__ = ["VIEWS", "ROUTES", "PAIR_VIEWS", "PairRoute", "PairView", "Param", "R
            "ViewSet", "build_views", "timeline_of"]
 
 #: Every view, in tab order. A new view adds its module's ``VIEW`` here.
-VIEWS: tuple[View, ...] = (overview.VIEW, operator.VIEW, kernel.VIEW, trace.VIEW, memory.VIEW)
+VIEWS: tuple[View, ...] = (overview.VIEW, operator.VIEW, kernel.VIEW, trace.VIEW, memory.VIEW,
+                           module.VIEW)
 #: Route path -> (view, route), for every view route.
 ROUTES: dict[str, tuple[View, Route]] = {r.path: (v, r) for v in VIEWS for r in v.routes}
 #: Views over two spans (baseline and experiment), after the per-span tabs.

@@ -57,12 +57,15 @@ class Route:
     ``report(views) -> [params]``: the parameter sets a ``stepscope report`` file embeds
     answers for (:mod:`stepscope.share.report`); None: every combination of the
     parameters' ``choices`` (free-form parameters left out).
+    ``mimetype``: ``application/json``, or ``text/plain`` for an answer that is a str sent
+    as is (``stacks/collapsed``).
     """
 
     path: str
     answer: Callable[[Any, dict[str, str | None]], Any]
     params: tuple[Param, ...] = ()
     report: Callable[[Any], list[dict[str, str]]] | None = None
+    mimetype: str = "application/json"
 
     def validated(self, params: Mapping[str, str]) -> dict[str, str | None]:
         return {p.name: p.value(params) for p in self.params}

@@ -168,7 +168,12 @@ def view_route(route: str) -> Callable[[], Response]:
         if isinstance(ready, Response):
             return ready
         try:
-            return json_response(ready.get(route, request.args))
+            answer = ready.get(route, request.args)
+            if VIEW_ROUTES[route][1].mimetype == "text/plain":
+                resp = Response(answer, mimetype="text/plain")
+                resp.headers["Cache-Control"] = "no-cache"
+                return resp
+            return json_response(answer)
         except NotReady as e:  # the timeline is still being built
             return loading_response(e.loading)
     handler.__name__ = f"view_{route.replace('/', '_')}"

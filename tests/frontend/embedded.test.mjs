@@ -1,7 +1,7 @@
 // Unit tests of frontend/lib/embedded.js: a `stepscope report` file's answers.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { embeddedAnswer, windowAnswer } from "../../frontend/lib/embedded.js";
+import { embeddedAnswer, eventsPage, windowAnswer } from "../../frontend/lib/embedded.js";
 
 const CURVE = { device: "GPU0", rows: [[0, 10, 20], [5, 30, 40], [10, 50, 60], [15, 5, 60]],
   start_us: 0, end_us: 20, range: [0, 20], window_peak: { allocated: 50, ts_us: 10 } };
@@ -46,4 +46,25 @@ test("the memory curve: any width; a window is cut out of the embedded whole spa
   assert.deepEqual(win.window_peak, { allocated: 50, ts_us: 10 });
   assert.deepEqual(windowAnswer(CURVE, 11, 14).window_peak, null);
   assert.equal(embeddedAnswer(DATA, "memory/curve", { ...SPAN, device: "CPU" }).status, 404);
+});
+
+test("a report answers the allocation table's pages as the server would (window, search, sort, page)", () => {
+  const body = {
+    columns: [{ type: "string", name: "Operator" }, { type: "number", name: "Size" },
+      { type: "number", name: "Allocation Time" }, { type: "number", name: "Release Time" },
+      { type: "number", name: "Duration" }],
+    rows: [["A", 8, 1, 12, 11], ["B", 2, 2.5, null, null], ["B", 4, 3, 4, 1], ["C", 16, 7, null, null]],
+  };
+  // the same cases as tests/test_memory.py::test_allocations_page_window_search_and_sort
+  assert.deepEqual(eventsPage(body, { start: "3.5", end: "5" }).index, [0, 1, 2]);
+  assert.deepEqual(eventsPage(body, { start: "4.5" }).index, [0, 1, 3]);
+  assert.deepEqual(eventsPage(body, { search: "b NEVER" }).index, [1]);
+  assert.deepEqual(eventsPage(body, { sort: "size" }).index, [3, 0, 2, 1]);
+  assert.deepEqual(eventsPage(body, { sort: "release_time", dir: "asc" }).index, [2, 0, 1, 3]);
+  const p = eventsPage(body, { sort: "size", offset: "1", limit: "2" });
+  assert.deepEqual([p.index, p.matched, p.total, p.offset], [[0, 2], 4, 4, 1]);
+  assert.deepEqual(p.rows, [["A", 8, 1, 12, 11], ["B", 4, 3, 4, 1]]);
+  // a report keeps the largest rows with their ids in the span's allocation order
+  const cut = { ...body, rows: [body.rows[0], body.rows[3]], index: [0, 3] };
+  assert.deepEqual(eventsPage(cut, { offset: "0", limit: "25" }).index, [0, 3]);
 });

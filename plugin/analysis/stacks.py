@@ -1,0 +1,140 @@
+"""Flame graph of the host nesting (SPEC §4.2 "Flame graph / stacks").
+
+Frames are the host tree's events (python frames, user ranges, ops, runtime calls; the
+ProfilerStep windows are left out so that every step's frames merge) under one root per
+thread, merged by their path of names. Two weights per frame:
+
+- host self: its (clipped) duration minus its child frames' durations;
+- device: the device time its launches ran (runtime calls are the leaves that launch).
+
+Totals are subtree sums. Frames nested deeper than :data:`MAX_DEPTH` fold into their
+ancestor at that depth (their time stays in the graph). :func:`cap_children` keeps the
+heaviest :data:`MAX_CHILDREN` children of a node and folds the rest into one remainder.
+
+Example: thread 1 ``a [0, 10) > b [2, 5)`` and ``a [20, 24)`` give paths
+``thread 1`` (total 14), ``thread 1;a`` (self 11, total 14), ``thread 1;a;b`` (self 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import Trace
+from ..taxonomy import Kind
+from .links import Links
+from .module import intern_paths, marked_depth
+from .operators import sum_to
+from .tree import HostTree, any_ancestor_or_self, nearest_marked_ancestor
+
+#: Frame levels kept below a thread root; deeper frames fold into their ancestor.
+MAX_DEPTH = 512
+#: Children a node sends at most; the rest are summed into one remainder node.
+MAX_CHILDREN = 1000
+
+
+@dataclass
+class Flame:
+    """Merged frames; per node (thread roots first, a parent numbers below its children)."""
+
+    labels: list[str]        # text of each name id
+    name: np.ndarray         # index into labels
+    parent: np.ndarray       # parent node, -1 for thread roots
+    host_self: np.ndarray    # ns
+    host_total: np.ndarray   # ns
+    device_self: np.ndarray  # ns
+    device_total: np.ndarray  # ns
+    folded: int              # frames folded into an ancestor at MAX_DEPTH
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+    def check(self) -> None:
+        for s, t in ((self.host_self, self.host_total), (self.device_self, self.device_total)):
+            assert (s >= 0).all() and (s <= t).all()
+            kids = self.parent >= 0
+            assert (sum_to(self.parent[kids], t[kids], len(self)) + s == t).all(), "totals"
+
+
+def thread_label(trace: Trace, thread: int) -> str:
+    pid, tid = trace.threads[thread]
+    return f"thread {tid} (pid {pid})"
+
+
+def flame(trace: Trace, tree: HostTree, links: Links) -> Flame:
+    """The merged host frames of every thread with their host-self and device weights."""
+    n = len(tree)
+    rows = tree.rows
+    frame = trace.kind[rows] != Kind.STEP
+    parent = nearest_marked_ancestor(tree.parent, frame)
+    depth = marked_depth(tree, frame)
+    dur = tree.end - tree.start
+    sel = np.flatnonzero(frame)
+    kid = sel[parent[sel] >= 0]
+    host_self = np.where(frame, dur - sum_to(parent[kid], dur[kid], n), 0)
+    dev_self = np.where(frame, links.device_ns[rows], 0)
+    cum_h = np.concatenate(([0], np.cumsum(host_self)))
+    cum_d = np.concatenate(([0], np.cumsum(dev_self)))
+    pos = np.arange(n)
+    host_total = cum_h[tree.subtree_end] - cum_h[pos]
+    dev_total = cum_d[tree.subtree_end] - cum_d[pos]
+    deep = frame & (depth >= MAX_DEPTH)
+    folded = int(deep.sum())
+    if folded:
+        anchor = nearest_marked_ancestor(tree.parent, frame & (depth == MAX_DEPTH - 1))[deep]
+        host_self = host_self + sum_to(anchor, host_self[deep], n)
+        dev_self = dev_self + sum_to(anchor, dev_self[deep], n)
+        sel = np.flatnonzero(frame & ~deep)
+    thread = trace.thread[rows].astype(np.int64)
+    path, pp, pk, _ = intern_paths(sel, parent, depth, trace.name[rows].astype(np.int64),
+                                   root_key=thread)
+    m = len(pp)
+    p = path[sel]
+    # one root per thread, numbered first
+    roots = np.flatnonzero(pp < 0)
+    root_thread = np.zeros(m, dtype=np.int64)
+    root_thread[p] = thread[sel]
+    threads = np.unique(root_thread[roots])
+    t_idx = np.searchsorted(threads, root_thread[roots])
+    nt = len(threads)
+    parent_out = np.concatenate((np.full(nt, -1, dtype=np.int64), pp + nt))
+    parent_out[nt + roots] = t_idx
+    labels = list(trace.strings) + [thread_label(trace, t) for t in threads.tolist()]
+    name = np.concatenate((len(trace.strings) + np.arange(nt), pk))
+    hs = np.concatenate((np.zeros(nt, np.int64), sum_to(p, host_self[sel], m)))
+    ds = np.concatenate((np.zeros(nt, np.int64), sum_to(p, dev_self[sel], m)))
+    ht = sum_to(p, host_total[sel], m)
+    dt = sum_to(p, dev_total[sel], m)
+    ht = np.concatenate((sum_to(t_idx, ht[roots], nt), ht))
+    dt = np.concatenate((sum_to(t_idx, dt[roots], nt), dt))
+    return Flame(labels=labels, name=name, parent=parent_out, host_self=hs, host_total=ht,
+                 device_self=ds, device_total=dt, folded=folded)
+
+
+def cap_children(parent: np.ndarray, total: np.ndarray, keep: np.ndarray,
+                 cap: int = MAX_CHILDREN
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Keep at most ``cap`` children per node, the heaviest by ``total`` (ties: lower id).
+
+    ``keep``: the nodes eligible at all (e.g. total > 0, which holds for every ancestor of
+    such a node). A dropped node's subtree goes with it. Returns ``(kept mask, parents that
+    lost children, the lost children's summed total, how many)``.
+
+    Example: parent ``[-1, 0, 0, 0]``, total ``[6, 3, 2, 1]``, cap 2 -> node 3 dropped,
+    ``lost = ([0], [1], [1])``.
+    """
+    idx = np.flatnonzero(keep)
+    order = idx[np.lexsort((idx, -total[idx], parent[idx]))]
+    par = parent[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = par[1:] != par[:-1]
+    start = np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))
+    over = order[np.arange(len(order)) - start >= cap]
+    dropped = np.zeros(len(parent), dtype=bool)
+    dropped[over] = True
+    kept = keep & ~any_ancestor_or_self(parent, dropped)
+    lost_parent, inv = np.unique(parent[over], return_inverse=True)
+    inv = inv.reshape(-1)
+    return (kept, lost_parent, sum_to(inv, total[over], len(lost_parent)),
+            np.bincount(inv, minlength=len(lost_parent)))

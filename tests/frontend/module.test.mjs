@@ -1,0 +1,42 @@
+// Unit tests of frontend/lib/flame.js and frontend/views/module.js helpers (run by tests/test_frontend_unit.py).
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { ancestors, layout, matchedTotal, matches } from "../../frontend/lib/flame.js";
+import { AVERAGE, linkTo, phaseEntry, phaseSeries } from "../../frontend/views/module.js";
+
+// thread t > a (total 14) > b (3); a second thread u > c (6)
+const flame = { labels: ["t", "a", "b", "u", "c"], name: [0, 3, 1, 4, 2], parent: [-1, -1, 0, 1, 2],
+  self: [0, 0, 11, 6, 3], total: [14, 6, 14, 6, 3], total_us: 20 };
+
+test("layout: roots side by side, children from their parent's left edge, depths", () => {
+  const lay = layout(flame);
+  assert.deepEqual([...lay.x], [0, 14, 0, 14, 0]);
+  assert.deepEqual([...lay.depth], [0, 0, 1, 1, 2]);
+  assert.equal(lay.maxDepth, 2);
+  assert.equal(lay.width, 20);
+  assert.deepEqual(ancestors(flame, 4), [0, 2]);
+});
+
+test("search: matches by label, matched time counted once under a matching ancestor", () => {
+  assert.equal(matches(flame, ""), null);
+  assert.deepEqual(matches(flame, "A"), [false, false, true, false, false]);
+  const hit = [false, false, true, false, true];
+  assert.equal(matchedTotal(flame, hit), 14);
+});
+
+test("phases: series per phase with the average last; a step's entry", () => {
+  const body = { phases: ["Forward", "Other"],
+    steps: [{ step: "1", host_us: { Forward: 3, Other: 1 } }, { step: "2", host_us: { Forward: 5, Other: 1 } }],
+    average: { host_us: { Forward: 4, Other: 1 } } };
+  const { x, series } = phaseSeries(body);
+  assert.deepEqual(x, ["Step 1", "Step 2", "Average"]);
+  assert.deepEqual(series[0].values, [3, 5, 4]);
+  assert.equal(phaseEntry(body, "2"), body.steps[1]);
+  assert.equal(phaseEntry(body, AVERAGE), body.average);
+  assert.equal(phaseEntry(body, "9"), body.average);
+});
+
+test("links keep the trace and drop the other views' keys", () => {
+  assert.equal(linkTo({ run: "r", worker: "w", span: "1", mod_tab: "flame" }, { view: "Operator", search: "aten::mm" }),
+    "?run=r&worker=w&span=1&view=Operator&search=aten%3A%3Amm");
+});

@@ -1,0 +1,350 @@
+"""Module view (SPEC §4.2): phases, user ranges, nn.Module tree, flame graph and collapsed
+stacks. Hand-built traces with known answers, bad input, the real CUDA traces, and CPU
+traces written by torch.profiler in a subprocess (checked against key_averages)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from tracebuild import build, have_shared, kernel, op, py, runtime, shared_views, step, user
+
+from stepscope.analysis import analyze
+from stepscope.analysis.module import analyze_module, phase_of_name
+from stepscope.analysis.stacks import cap_children, flame
+from stepscope.errors import BadParameter
+from stepscope.read.reader import read_trace
+from stepscope.views import build_views
+
+
+def hand_built():
+    """Step [0, 100): forward [10, 40) > Linear_0 [11, 31) > mm [12, 22) launching a 7 µs
+    kernel; backward [40, 90) > evaluate_function [45, 55); Linear_1 [14, 19) inside mm."""
+    return [
+        step(1, 0, 100), user("forward", 10, 30), py("nn.Module: Linear_0", 11, 20),
+        op("aten::mm", 12, 10, ext=1), runtime("cudaLaunchKernel", 13, 1, corr=1, ext=1),
+        kernel("k", 20, 7, corr=1), py("nn.Module: Linear_1", 14, 5),
+        user("## Backward ##", 40, 50),
+        op("autograd::engine::evaluate_function: MmBackward0", 45, 10),
+    ]
+
+
+@pytest.fixture(scope="module")
+def views():
+    return build_views(build(hand_built()))
+
+
+def test_phase_names_normalised():
+    assert phase_of_name("## forward ##") == "Forward"
+    assert phase_of_name("Optimizer_Step") == "Optimizer"
+    assert phase_of_name("zero_grad") == "Optimizer"
+    assert phase_of_name("DataLoader") == "DataLoader"
+    assert phase_of_name("forward_pass") is None
+
+
+def test_phases_follow_the_marked_ranges(views):
+    body = views.get("module/phases", {})
+    assert body["phases"] == ["DataLoader", "Forward", "Backward", "Optimizer", "Other"]
+    s = body["steps"][0]
+    assert s["step"] == "1"
+    assert s["host_us"] == {"DataLoader": 0.0, "Forward": 30.0, "Backward": 50.0,
+                            "Optimizer": 0.0, "Other": 20.0}
+    assert s["device_us"] == {"DataLoader": 0.0, "Forward": 7.0, "Backward": 0.0,
+                              "Optimizer": 0.0, "Other": 0.0}
+    assert s["host_total_us"] == 100.0 and s["host_pct"]["Backward"] == 50.0
+    assert body["average"]["host_us"] == s["host_us"]
+    assert body["source"]["Forward"] == "record_function"
+    assert body["source"]["Optimizer"] == "inferred"
+
+
+def test_inferred_phases_and_exact_partition():
+    """No marked ranges: DataLoader op, Optimizer range, autograd op, the rest of the main
+    thread's work Forward; an autograd thread's span (tid 2) is Backward."""
+    t = build([
+        step(1, 0, 100), step(2, 100, 50),
+        op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 10),
+        op("aten::linear", 10, 20), op("autograd::engine::evaluate_function: AddmmBackward0", 30, 5),
+        user("Optimizer.step#SGD.step", 80, 10), op("aten::add_", 82, 2),
+        op("autograd::engine::evaluate_function: X", 40, 5, tid=2),
+        op("aten::mul", 50, 10, tid=2),   # autograd thread: its whole span [40, 60)
+        op("aten::linear", 110, 10),       # step 2: no backward, no optimizer
+    ])
+    a = analyze(t)
+    m = analyze_module(t, a.tree, a.links, a.steps, a.nodes)
+    m.check()
+    host = m.phases.host.tolist()
+    assert host[0] == [10_000, 20_000, 25_000, 10_000, 35_000]
+    assert host[1] == [0, 10_000, 0, 0, 40_000]
+    assert not any(m.phases.marked.values())
+    assert {n.code for n in m.notes} >= {"phases_inferred", "no_module_frames"}
+
+
+def test_steps_with_no_forward_and_no_profiler_step_get_notes_not_errors():
+    t = build([op("aten::relu", 0, 5, tid=3), op("aten::relu", 10, 5, tid=4)])
+    v = build_views(t)
+    body = v.get("module/phases", {})
+    assert body["steps"][0]["host_us"]["Forward"] == 5.0   # the busiest thread is the main one
+    assert body["steps"][0]["host_total_us"] == 15.0
+    t = build([step(1, 0, 10), step(2, 10, 10), op("aten::relu", 1, 5)])
+    codes = {n["code"] for n in build_views(t).get("module/summary", {})["notes"]}
+    assert "steps_without_forward" in codes
+
+
+def test_ranges_tree_and_flat(views):
+    tree = views.get("module/ranges", {})
+    assert [(r["name"], r["calls"], r["host_total_us"], r["device_us"]) for r in tree] == [
+        ("## Backward ##", 1, 50, 0), ("forward", 1, 30, 7)]
+    flat = views.get("module/ranges", {"flat": "1"})
+    assert flat[0] == {"name": "## Backward ##", "calls": 1, "host_total_us": 50,
+                       "host_avg_us": 50.0, "host_min_us": 50, "host_max_us": 50, "device_us": 0}
+    with pytest.raises(BadParameter):
+        views.get("module/ranges", {"flat": "yes"})
+
+
+def test_nested_ranges_merge_by_path_and_overlaps_are_clipped():
+    t = build([user("outer", 0, 10), user("inner", 1, 2), user("inner", 5, 4),
+               user("outer", 20, 10), user("inner", 21, 3),
+               user("a", 40, 10), user("b", 45, 10)])   # b overlaps a without nesting
+    v = build_views(t)
+    tree = v.get("module/ranges", {})
+    outer = next(r for r in tree if r["name"] == "outer")
+    assert (outer["calls"], outer["host_total_us"]) == (2, 20)
+    inner = outer["children"][0]
+    assert (inner["name"], inner["calls"], inner["host_total_us"], inner["host_min_us"],
+            inner["host_max_us"]) == ("inner", 3, 9, 2, 4)
+    flat = {r["name"]: r for r in v.get("module/ranges", {"flat": "1"})}
+    assert flat["b"]["host_total_us"] == 10          # the file's duration, as key_averages
+    a = next(r for r in tree if r["name"] == "a")
+    assert a["children"][0]["name"] == "b"
+
+
+def test_module_tree_paths_self_and_device(views):
+    tree = views.get("module/tree", {})
+    assert len(tree) == 1
+    root = tree[0]
+    assert (root["name"], root["path"], root["occurrences"], root["host_total_us"],
+            root["host_self_us"], root["device_total_us"]) == (
+        "nn.Module: Linear_0", ["nn.Module: Linear_0"], 1, 20, 15, 7)
+    child = root["children"][0]
+    assert child["path"] == ["nn.Module: Linear_0", "nn.Module: Linear_1"]
+    assert views.get("module/summary", {})["has_modules"] is True
+
+
+def test_module_frames_missing_their_parent_are_roots_and_absent_modules_say_the_flag():
+    t = build([py("nn.Module: Block_0", 0, 10), py("nn.Module: Linear_3", 20, 5)])
+    tree = build_views(t).get("module/tree", {})
+    assert sorted(n["name"] for n in tree) == ["nn.Module: Block_0", "nn.Module: Linear_3"]
+    v = build_views(build([op("aten::relu", 0, 5)]))
+    assert v.get("module/tree", {}) == []
+    notes = v.get("module/summary", {})["notes"]
+    assert any("with_modules=True" in n["text"] for n in notes)
+
+
+def test_flame_host_self_and_device(views):
+    fl = views.get("module/flame", {})
+    label = {i: fl["labels"][k] for i, k in enumerate(fl["name"])}
+    by = {label[i]: (fl["self"][i], fl["total"][i]) for i in range(len(fl["name"]))}
+    # the ProfilerStep is left out; the thread root holds the top-level frames
+    assert by["thread 1 (pid 100)"] == (0.0, 80.0)
+    assert by["forward"] == (10.0, 30.0)
+    assert by["aten::mm"] == (4.0, 10.0)
+    assert by["cudaLaunchKernel"] == (1.0, 1.0)
+    assert sum(fl["self"]) == fl["total_us"] == 80.0
+    dev = views.get("module/flame", {"metric": "device"})
+    assert [dev["labels"][k] for k in dev["name"]] == [
+        "thread 1 (pid 100)", "forward", "nn.Module: Linear_0", "aten::mm", "cudaLaunchKernel"]
+    assert dev["self"][-1] == 7.0 and dev["total"][0] == 7.0
+
+
+def test_collapsed_stacks_text(views):
+    text = views.get("stacks/collapsed", {})
+    lines = text.splitlines()
+    assert "thread 1 (pid 100);forward;nn.Module: Linear_0;aten::mm 4" in lines
+    assert "thread 1 (pid 100);## Backward ## 40" in lines
+    assert sum(int(ln.rsplit(" ", 1)[1]) for ln in lines) == 80
+    dev = views.get("stacks/collapsed", {"metric": "device"})
+    assert dev == ("thread 1 (pid 100);forward;nn.Module: Linear_0;aten::mm;cudaLaunchKernel 7\n")
+
+
+def test_cap_children_keeps_the_heaviest_and_sums_the_rest():
+    kept, lost_parent, lost_total, lost_count = cap_children(
+        np.array([-1, 0, 0, 0, 3]), np.array([6, 3, 2, 1, 1]), np.ones(5, bool), cap=2)
+    assert kept.tolist() == [True, True, True, False, False]
+    assert (lost_parent.tolist(), lost_total.tolist(), lost_count.tolist()) == ([0], [1], [1])
+
+
+def test_big_fan_out_is_cut_to_1000_children_plus_a_remainder():
+    events = [user("root", 0, 100_000)] + [user(f"r{i}", i * 10, 5) for i in range(1500)]
+    v = build_views(build(events))
+    root = v.get("module/ranges", {})[0]
+    assert len(root["children"]) == 1001
+    rem = root["children"][-1]
+    assert rem["remainder"] == 500 and rem["calls"] == 500 and rem["name"] == "(500 more)"
+    fl = v.get("module/flame", {})
+    assert fl["capped"] == 500 and "(500 more)" in fl["labels"]
+    assert abs(sum(fl["self"]) - fl["total_us"]) < 1e-6
+
+
+def test_deep_nesting_is_iterative():
+    n = 3000
+    events = [op(f"f{i}", i, 2 * (n - i)) for i in range(n)]
+    v = build_views(build(events))
+    fl = flame(v.analysis.trace, v.analysis.tree, v.analysis.links)
+    fl.check()
+    assert fl.folded == n - 512
+    body = v.get("module/flame", {})
+    assert abs(sum(body["self"]) - body["total_us"]) < 1e-6
+    assert v.get("stacks/collapsed", {}).count("\n") == 512
+
+
+# --- real traces --------------------------------------------------------------------------
+
+CUDA = ["hta_v100_resnet_ns_2024", "kineto_resnet50_w0"]
+
+
+@pytest.mark.parametrize("rel", CUDA)
+def test_real_cuda_traces_partition_steps_and_account_device_time(rel):
+    if not have_shared():
+        pytest.skip("../shared/traces missing")
+    v = shared_views(rel)
+    a = v.analysis
+    m = analyze_module(a.trace, a.tree, a.links, a.steps, a.nodes)
+    m.check()
+    ph = m.phases
+    assert (ph.host.sum(axis=1) == a.steps.host_end - a.steps.host_start).all()
+    # backward runs on its own autograd thread: Backward gets most of the device time
+    k = {p: i for i, p in enumerate(("DataLoader", "Forward", "Backward", "Optimizer", "Other"))}
+    assert (ph.host[:, k["Backward"]] > 0).all() and (ph.host[:, k["Forward"]] > 0).all()
+    assert ph.device[:, k["Backward"]].sum() > ph.device[:, k["Forward"]].sum()
+    fl = flame(a.trace, a.tree, a.links)
+    fl.check()
+    launched = int(a.links.device_ns[a.links.launch_rows].sum())
+    assert int(fl.device_total[fl.parent < 0].sum()) == launched
+    assert v.get("stacks/collapsed", {"metric": "device"}).count("\n") > 10
+
+
+def test_real_marked_phases_equal_their_ranges():
+    if not have_shared():
+        pytest.skip("../shared/traces missing")
+    v = shared_views(CUDA[0])
+    body = v.get("module/phases", {})
+    flat = {r["name"]: r for r in v.get("module/ranges", {"flat": "1"})}
+    total_fwd = sum(s["host_us"]["Forward"] for s in body["steps"])
+    # every step's '## forward ##' range lies in its step and nothing outranks it there
+    assert abs(total_fwd - flat["## forward ##"]["host_total_us"]) <= 5
+
+
+# --- torch.profiler traces ------------------------------------------------------------------
+
+GENERATE = textwrap.dedent('''
+    import json, os, sys
+    import torch
+    import torch.nn as nn
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    out = sys.argv[1]
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Sequential(nn.Linear(128, 64), nn.ReLU()),
+                          nn.Linear(64, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
+
+    def ready(prof):
+        prof.export_chrome_trace(os.path.join(out, "train.pt.trace.json"))
+        ka = {e.key: {"calls": e.count, "total": e.cpu_time_total, "user": e.is_user_annotation}
+              for e in prof.key_averages()}
+        with open(os.path.join(out, "ka.json"), "w") as f:
+            json.dump(ka, f)
+
+    with profile(activities=[ProfilerActivity.CPU], on_trace_ready=ready, with_modules=True,
+                 with_stack=True, schedule=schedule(wait=1, warmup=1, active=3)) as prof:
+        for i in range(5):
+            with record_function("forward"):
+                loss = nn.functional.cross_entropy(model(x), y)
+            with record_function("backward"):
+                loss.backward()
+            with record_function("optimizer"):
+                opt.step()
+                opt.zero_grad()
+            with record_function("bookkeeping"):
+                with record_function("inner"):
+                    float(loss)
+            prof.step()
+''')
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("module_torch")
+    script = out / "generate.py"
+    script.write_text(GENERATE)
+    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    views = build_views(read_trace(str(out / "train.pt.trace.json")))
+    with open(out / "ka.json", encoding="utf-8") as f:
+        return views, json.load(f), out
+
+
+@pytest.mark.torch
+def test_torch_phases_agree_with_the_ranges(generated):
+    views, _, _ = generated
+    a = views.analysis
+    m = analyze_module(a.trace, a.tree, a.links, a.steps, a.nodes)
+    m.check()
+    t = a.trace
+    body = views.get("module/phases", {})
+    assert len(body["steps"]) == 3
+    for s, hs, he in zip(body["steps"], a.steps.host_start, a.steps.host_end):
+        for name, phase in (("forward", "Forward"), ("backward", "Backward"),
+                            ("optimizer", "Optimizer")):
+            rows = np.flatnonzero(t.name == t.strings.index(name))
+            inside = rows[(t.start[rows] >= hs) & (t.start[rows] < he)]
+            assert len(inside) == 1
+            assert round(s["host_us"][phase] * 1000) == int(t.dur[inside[0]]), (name, s)
+        assert abs(sum(s["host_us"].values()) - s["host_total_us"]) < 1e-6
+    assert all(v == "record_function" for k, v in body["source"].items() if k != "DataLoader")
+
+
+@pytest.mark.torch
+def test_torch_ranges_equal_key_averages(generated):
+    views, ka, _ = generated
+    flat = {r["name"]: r for r in views.get("module/ranges", {"flat": "1"})}
+    users = {k: v for k, v in ka.items() if v["user"] and not k.startswith("ProfilerStep")}
+    assert set(users) == set(flat), (set(users), set(flat))
+    for name, k in users.items():
+        assert flat[name]["calls"] == k["calls"], name
+        assert abs(flat[name]["host_total_us"] - k["total"]) <= 1, (name, flat[name], k)
+    tree = views.get("module/ranges", {})
+    book = next(r for r in tree if r["name"] == "bookkeeping")
+    assert [c["name"] for c in book["children"]] == ["inner"]
+
+
+@pytest.mark.torch
+def test_torch_module_tree_and_stacks(generated):
+    views, _, _ = generated
+    tree = views.get("module/tree", {})
+    names = {n["name"] for n in tree}
+    assert any(n.startswith("nn.Module: Sequential_") for n in names), names
+    root = next(n for n in tree if n["name"].startswith("nn.Module: Sequential_"))
+    assert root["occurrences"] == 3
+    kids = {c["name"].split("_")[0] for c in root["children"]}
+    assert {"nn.Module: Linear", "nn.Module: ReLU", "nn.Module: Sequential"} <= kids
+    for c in root["children"]:
+        assert c["host_total_us"] <= root["host_total_us"]
+    assert root["host_self_us"] <= root["host_total_us"] - sum(
+        c["host_total_us"] for c in root["children"]) + len(root["children"])
+    text = views.get("stacks/collapsed", {})
+    lines = text.splitlines()
+    values = [int(ln.rsplit(" ", 1)[1]) for ln in lines]    # flamegraph.pl's format
+    assert all(v > 0 for v in values) and len(set(ln.rsplit(" ", 1)[0] for ln in lines)) == len(lines)
+    total = views.get("module/flame", {})["total_us"]
+    assert abs(sum(values) - total) <= len(lines)             # each line rounded once
+    assert any(re.search(r";nn\.Module: Sequential_0;(.*;)?nn\.Module: Linear_0;", ln)
+               for ln in lines)

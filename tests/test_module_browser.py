@@ -1,0 +1,168 @@
+"""Module view in a real browser (SPEC §4.2): phases chart and table with a step picked, the
+range tree and flat table, the module tree (and the note when a trace has no module
+frames), the canvas flame graph (zoom by click, search highlight, both metrics, the
+collapsed-stacks download), links operator <-> flame graph, and every state deep-linked.
+Screenshots go to test-output/ (module_*.png)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import urllib.request
+
+import pytest
+from browser import have_chromium, open_page, query, screenshot, stepscope_server
+from tracebuild import SHARED, SHARED_TRACES, have_shared
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not have_chromium(), reason="needs Debian's chromium at /usr/bin/chromium"),
+    pytest.mark.skipif(not have_shared(), reason="shared traces missing"),
+]
+pytest.importorskip("playwright.sync_api")
+
+READY_MS = 90_000
+
+
+def tiny_trace() -> dict:
+    """One step: forward > nn.Module: Net_0 > nn.Module: Linear_0 > aten::linear (with a
+    call stack) > aten::addmm; backward > an autograd op."""
+    def ev(cat, name, ts, dur, **args):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": 1,
+                "args": args}
+    return {"traceEvents": [
+        ev("user_annotation", "ProfilerStep#1", 0, 1000),
+        ev("user_annotation", "forward", 10, 400),
+        ev("python_function", "nn.Module: Net_0", 20, 380),
+        ev("python_function", "nn.Module: Linear_0", 30, 300),
+        ev("cpu_op", "aten::linear", 40, 250, **{"Call stack": "model.py(12): forward;train.py(40): step"}),
+        ev("cpu_op", "aten::addmm", 50, 200),
+        ev("user_annotation", "backward", 450, 500),
+        ev("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 460, 300),
+    ]}
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("modlogs")
+    (logdir / "cuda").mkdir()
+    (logdir / "tiny").mkdir()
+    shutil.copy(f"{SHARED}/{SHARED_TRACES['hta_v100_resnet_ns_2024']}",
+                logdir / "cuda" / "rank0.pt.trace.json.gz")
+    (logdir / "tiny" / "w.pt.trace.json").write_text(json.dumps(tiny_trace()))
+    with stepscope_server(logdir) as url:
+        yield url
+
+
+def test_phases_ranges_and_modules_tabs(browser, base):
+    context, page, watch = open_page(browser, base)
+    page.goto(f"{base}/?run=cuda&view=Module")
+    page.wait_for_selector("#module-phase-chart .main-svg", timeout=READY_MS)
+    names = page.evaluate("() => document.getElementById('module-phase-chart').data.map(t => t.name)")
+    assert names == ["DataLoader", "Forward", "Backward", "Optimizer", "Other"]
+    x = page.evaluate("() => document.getElementById('module-phase-chart').data[0].x")
+    assert x[-1] == "Average" and len(x) == 6
+    page.wait_for_selector("#module-phase-device-chart .main-svg")
+    rows = page.locator(".phase-table tbody tr")
+    assert rows.count() == 6
+    assert "your record_function ranges" in page.locator("#module-body").inner_text()
+    screenshot(page, "module_phases")
+    page.select_option("#module-step", "102")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('mod_step') === '102'")
+    page.wait_for_selector(".phase-table")
+    assert page.locator("#module-step").input_value() == "102"
+
+    page.click("#module-tabs [data-tab=ranges]")
+    page.wait_for_selector("#module-range-tree")
+    text = page.locator("#module-range-tree").inner_text()
+    assert "## backward ##" in text and "DistributedDataParallel.forward" in text
+    assert query(page)["mod_tab"] == "ranges"
+    page.click("#module-range-view [data-view=flat]")
+    page.locator("#module-body .data-table tbody tr").first.wait_for()
+    assert query(page)["mod_range_view"] == "flat"
+    screenshot(page, "module_ranges_flat")
+
+    page.click("#module-tabs [data-tab=modules]")
+    page.wait_for_function("() => /with_modules=True/.test(document.getElementById('module-body').textContent)")
+
+    page.goto(f"{base}/?run=tiny&view=Module&mod_tab=modules")
+    page.wait_for_selector("#module-tree")
+    tree = page.locator("#module-tree").inner_text()
+    assert "nn.Module: Net_0" in tree and "nn.Module: Linear_0" in tree
+    screenshot(page, "module_tree")
+    watch.assert_clean()
+    context.close()
+
+
+def test_flame_graph_zoom_search_download_and_deep_link(browser, base):
+    context, page, watch = open_page(browser, base)
+    page.goto(f"{base}/?run=cuda&view=Module&mod_tab=flame")
+    page.wait_for_selector("#module-flame-canvas", timeout=READY_MS)
+    canvas = page.locator("#module-flame-canvas")
+    box = canvas.bounding_box()
+    assert box["width"] > 300 and box["height"] > 50
+    screenshot(page, "module_flame")
+    # a click on the second row zooms into a frame: mod_focus in the URL, a detail line
+    page.mouse.click(box["x"] + 5, box["y"] + 18 + 9)
+    page.wait_for_function("() => new URLSearchParams(location.search).has('mod_focus')")
+    focus = query(page)["mod_focus"]
+    detail = page.locator("#module-flame-detail").inner_text()
+    assert "Find in the Operator view" in detail
+    page.fill("#module-flame-search", "conv")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('mod_search') === 'conv'")
+    assert "Matched" in page.locator("#module-flame-matched").inner_text()
+    screenshot(page, "module_flame_zoom_search")
+
+    # the download is the export_stacks text
+    href = page.locator("#module-flame-download").get_attribute("href")
+    assert "stacks/collapsed" in href and "metric=host_self" in href
+    with urllib.request.urlopen(f"{base}/data/plugin/stepscope/{href}" if not href.startswith("/")
+                                else f"{base}{href}") as r:
+        assert r.headers["Content-Type"].startswith("text/plain")
+        first = r.read().decode().splitlines()[0]
+    assert first.rsplit(" ", 1)[1].isdigit() and ";" in first
+
+    # deep link: a fresh page restores focus and search
+    url = page.url
+    page2 = context.new_page()
+    page2.goto(url)
+    page2.wait_for_selector("#module-flame-canvas", timeout=READY_MS)
+    assert page2.locator("#module-flame-search").input_value() == "conv"
+    page2.wait_for_function("() => /Find in the Operator view/.test(document.getElementById('module-flame-detail').textContent)")
+    assert query(page2)["mod_focus"] == focus
+
+    # device metric
+    page2.click("#module-flame-metric [data-metric=device]")
+    page2.wait_for_function("() => new URLSearchParams(location.search).get('mod_flame_metric') === 'device'")
+    page2.wait_for_selector("#module-flame-canvas")
+    assert "metric=device" in page2.locator("#module-flame-download").get_attribute("href")
+    screenshot(page2, "module_flame_device")
+    watch.assert_clean()
+    context.close()
+
+
+def test_operator_call_stack_links_to_flame_and_back(browser, base):
+    context, page, watch = open_page(browser, base)
+    page.goto(f"{base}/?run=tiny&view=Operator")
+    page.locator("tbody tr", has_text="aten::linear").first.wait_for(timeout=READY_MS)
+    page.locator("tbody tr", has_text="aten::linear").first.locator("button.expand").click()
+    link = page.locator("a.flame-link").first
+    link.wait_for()
+    link.click()
+    page.wait_for_selector("#module-flame-canvas", timeout=READY_MS)
+    q = query(page)
+    assert (q["view"], q["mod_tab"], q["mod_search"]) == ("Module", "flame", "aten::linear")
+    assert "Matched" in page.locator("#module-flame-matched").inner_text()
+    # back: focus the frame, follow "Find in the Operator view"
+    box = page.locator("#module-flame-canvas").bounding_box()
+    # rows: thread, forward, Net_0, Linear_0, aten::linear (backward is wider: drawn first)
+    page.mouse.click(box["x"] + box["width"] * 0.7, box["y"] + 18 * 4 + 9)
+    page.locator("#module-flame-to-operator").wait_for()
+    name = page.locator("#module-flame-detail b").inner_text()
+    assert name == "aten::linear"
+    page.click("#module-flame-to-operator")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('view') === 'Operator'")
+    assert query(page)["search"] == name
+    screenshot(page, "module_back_to_operator")
+    watch.assert_clean()
+    context.close()
