@@ -59,6 +59,8 @@ class DaskExecutor:
         self.address = address
         self.shown = redact(address)  # what pages and logs may show
         self._killed_worker = distributed.KilledWorker
+        self.timeout = timeout
+        self._lock = threading.Lock()
         try:
             self.client = distributed.Client(address, timeout=timeout, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as e:
@@ -80,6 +82,7 @@ class DaskExecutor:
         (``{"status", "error", "detail"}``) when the cluster could not give one."""
         hear("read", 0.0)
         try:
+            self._reconnect()
             future = self.client.submit(analyse_to_bytes, path, what, pure=False,
                                         key=f"stepscope-{what}-{uuid.uuid4().hex}")
         except Exception as e:  # noqa: BLE001 - a closed or broken client
@@ -116,6 +119,21 @@ class DaskExecutor:
                     time.monotonic() - lost_since >= RECONNECT_GRACE_S:
                 raise SchedulerUnavailable(f"lost the connection to the scheduler "
                                            f"(client {status})")
+
+    def _reconnect(self) -> None:
+        """A new client when the old one gave up (the scheduler went away and came back:
+        a restarted scheduler at the same address is used again)."""
+        with self._lock:
+            if self.client.status not in ("closed", "closing", "failed"):
+                return
+            distributed = _distributed()
+            try:
+                client = distributed.Client(self.address, timeout=self.timeout,
+                                            set_as_default=False)
+            except (OSError, TimeoutError, ValueError) as e:
+                raise SchedulerUnavailable(f"cannot reach the scheduler: "
+                                           f"{scrub(str(e) or type(e).__name__)}") from None
+            self.client = client
 
     def _unavailable(self, e: BaseException) -> dict:
         reason = scrub(str(e) or type(e).__name__)

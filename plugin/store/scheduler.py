@@ -85,6 +85,7 @@ class Job:
         self.error: StepscopeError | None = None
         self.cancelled = False
         self.priority = 0
+        self.finished_at = 0.0  # monotonic time the job became ready or failed
 
     def progress(self, phase: str, fraction: float) -> None:
         if self.phase in ("ready", "failed"):
@@ -249,6 +250,7 @@ class Store:
                 f"{name}: internal error while analysing the file", file=name)
         with self._lock:
             job.result, job.error = result, error
+            job.finished_at = time.monotonic()
             job.fraction = 1.0
             job.phase = "ready" if error is None else "failed"
 
@@ -404,10 +406,16 @@ class Store:
                 self._push(job, -2 * n - (1 if s == span else 0))
 
 
+#: Seconds after which a job that failed for a passing reason (503) is tried again.
+RETRY_UNAVAILABLE_S = 30.0
+
+
 def _transient(job: Job) -> bool:
     """Did ``job`` fail for a reason that may pass (503: the Dask scheduler or the storage
-    was unavailable)? Such a job is tried again at the next scan."""
-    return job.phase == "failed" and getattr(job.error, "status", 0) == 503
+    was unavailable) at least :data:`RETRY_UNAVAILABLE_S` ago? Such a job is tried again
+    at the next scan; meanwhile the span answers the 503 with its reason."""
+    return job.phase == "failed" and getattr(job.error, "status", 0) == 503 and \
+        time.monotonic() - job.finished_at >= RETRY_UNAVAILABLE_S
 
 
 def _flatten(snap: Snapshot):
