@@ -46,8 +46,10 @@ setup(
     ],
     extras_require={
         "samples": ["torch>=2.0"],
-        # log directories as URLs (s3://, gs://, ...) through fsspec (stepscope.fs)
-        "remote": ["fsspec>=2023.1"],
+        # log directories as URLs (s3://, gs://, abfs://...) through fsspec (stepscope.fs)
+        "remote": ["fsspec>=2023.1", "s3fs>=2023.1", "gcsfs>=2023.1", "adlfs>=2023.1"],
+        # --scheduler tcp://HOST:8786: per-trace analysis on a Dask cluster (store/dask_pool.py)
+        "dask": ["distributed>=2023.1"],
         "test": [
             "pytest>=7",
             "hypothesis>=6",
@@ -55,6 +57,9 @@ setup(
             "psutil>=5",
             "ruff>=0.5",
             "fsspec>=2023.1",
+            "s3fs>=2023.1",  # tests/test_remote.py: s3:// against a moto server
+            "moto[server]>=5",
+            "distributed>=2023.1",  # tests/test_dask.py: a LocalCluster
             "torch>=2.0",
         ],
     },

@@ -22,7 +22,7 @@ import threading
 import time
 
 from . import __version__
-from .fs import filesystem, is_url
+from .fs import filesystem, is_url, listing_error, redact, scrub
 
 LOOPBACK_NAMES = ("localhost", "ip6-localhost")
 #: waitress request threads (requests are cheap: analysis runs on the store's threads)
@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reload-interval", type=float, default=5.0, metavar="S",
                    help="seconds between scans for new or changed traces (0: scan once)")
     p.add_argument("--jobs", type=int, metavar="N", help="traces analysed in parallel")
+    p.add_argument("--scheduler", metavar="ADDR",
+                   help="analyse on the Dask cluster of this scheduler (tcp://HOST:8786; "
+                        "needs stepscope[dask]) instead of local worker processes")
     p.add_argument("--version", action="version", version=f"stepscope {__version__}")
     return p
 
@@ -99,9 +102,13 @@ def serve(argv: list[str]) -> int:
         parser.error("the log directory DIR is required")
     if is_url(args.logdir):
         try:
-            filesystem(args.logdir)
+            fs, root = filesystem(args.logdir)
+            next(iter(fs.scandir(root)), None)  # a missing bucket, denied access: say so now
         except ValueError as e:
-            parser.error(str(e))
+            parser.error(scrub(str(e)))
+        except Exception as e:  # noqa: BLE001 - a storage library's own errors too
+            error = listing_error(args.logdir, e)
+            parser.error(f"{error}: {error.detail}")
     elif not os.path.isdir(args.logdir):
         parser.error(f"log directory {args.logdir!r} does not exist or is not a folder")
     if args.jobs is not None and args.jobs < 1:
@@ -128,8 +135,15 @@ def _serve(args: argparse.Namespace) -> int:
     _raise_fd_limit(CONNECTION_LIMIT + 1000)  # room for the connections and the trace files
     from .web.app import app_store, create_app
 
-    app = create_app(args.logdir, reload_interval=args.reload_interval, jobs=args.jobs,
-                     cache_dir=args.cache_dir, no_cache=args.no_cache, start=False)
+    try:
+        app = create_app(args.logdir, reload_interval=args.reload_interval, jobs=args.jobs,
+                         cache_dir=args.cache_dir, no_cache=args.no_cache, start=False,
+                         scheduler=args.scheduler)
+    except Exception as e:
+        if type(e).__name__ != "SchedulerUnavailable":  # (distributed is optional)
+            raise
+        print(f"stepscope: {e}", file=sys.stderr)
+        return 2
     try:
         # poll(), not select(): select fails once the process holds more than 1024 fds
         server = create_server(app, host=args.host, port=args.port, threads=SERVER_THREADS,
@@ -144,9 +158,10 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     port = getattr(server, "effective_port", None) or server.effective_listen[0][1]
     if not is_loopback(args.host):
+        shown = redact(args.logdir) if is_url(args.logdir) else os.path.abspath(args.logdir)
         print(f"stepscope: warning: listening on {args.host}: anyone who can reach this "
               "machine on that port can read the traces under "
-              f"{os.path.abspath(args.logdir)}. Use the default 127.0.0.1 and an SSH tunnel "
+              f"{shown}. Use the default 127.0.0.1 and an SSH tunnel "
               "for private data.", file=sys.stderr, flush=True)
     print(f"Serving on http://{url_host(args.host)}:{port}/", flush=True)
     store = app_store(app)

@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .fs import filesystem, filesystem_of
+from .fs import filesystem, filesystem_of, listing_error, redact
 from .read.rawfile import BOM, GZIP_MAGIC
 from .read.rawfile import _gunzip as gunzip
 
@@ -400,7 +400,8 @@ class Scanner:
 
     def root_name(self) -> str:
         """Own name of the run that is the log directory itself (see :meth:`snapshot`)."""
-        return display_name(os.path.basename(self.logdir.rstrip(os.sep)) or self.logdir)
+        logdir = redact(self.logdir)  # a URL's query string or password is never shown
+        return display_name(os.path.basename(logdir.rstrip(os.sep)) or logdir)
 
     def _sniff(self, path: str, name: str, info: FileInfo) -> Sniff:
         if ALWAYS_TRACE_RE.search(name) and name not in NOT_TRACES:
@@ -418,7 +419,12 @@ class Scanner:
         """Yield ``(relative name, folder path, [fs.Entry of files])`` for every folder.
 
         Iterative walk (no recursion limit), following symlinks; each real folder once.
+        A remote log directory is listed afresh (:meth:`~stepscope.fs.FsspecFS.refresh`);
+        when its root cannot be listed (missing bucket, access denied) this raises the
+        error :func:`~stepscope.fs.listing_error` makes, naming the redacted URL.
         """
+        if self.fs.remote:
+            self.fs.refresh(self.logdir)
         seen: set[str] = set()
         stack = [(".", self.logdir)]
         while stack:
@@ -429,8 +435,12 @@ class Scanner:
             seen.add(real)
             try:
                 entries = list(self.fs.scandir(folder))
-            except OSError as e:
-                log.debug("cannot list %s: %s", folder, e)
+            except Exception as e:  # a storage library's own errors too (botocore...)
+                if self.fs.remote and folder == self.logdir:
+                    raise listing_error(self.logdir, e) from None
+                if not isinstance(e, OSError) and not self.fs.remote:
+                    raise
+                log.debug("cannot list %s: %s", redact(folder), e)
                 continue
             files = []
             for entry in entries:

@@ -19,12 +19,13 @@ Example::
 from __future__ import annotations
 
 import os
+import re
 import stat as stat_mod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
-from .errors import Forbidden, NotFound
+from .errors import Forbidden, NotFound, StepscopeError
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,14 @@ class FsspecFS:
     def open(self, path: str) -> BinaryIO:
         return self.fs.open(path, "rb")
 
+    def refresh(self, folder: str) -> None:
+        """Forget cached listings under ``folder``: the next scan lists the store again
+        (fsspec keeps listings, so without this a re-scan would never see a new file)."""
+        try:
+            self.fs.invalidate_cache(folder)
+        except Exception:  # noqa: BLE001 - a store without a listing cache
+            pass
+
     def stat(self, path: str) -> Stat:
         info = self.fs.info(path)
         return _stat_of(info)
@@ -232,6 +241,11 @@ def filesystem(location: str) -> tuple[LocalFS | FsspecFS, str]:
     scheme, _, rest = location.partition("://")
     if scheme == "file":
         return LOCAL, os.path.abspath(rest)
+    if ":" in rest.split("/", 1)[0].rpartition("@")[0]:
+        raise ValueError(f"{redact(location)}: credentials in the URL (user:password@) are "
+                         "not used; give them through the environment or the storage "
+                         "library's configuration (e.g. AWS_ACCESS_KEY_ID and "
+                         "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)")
     fs = _fsspec(location, scheme)
     return fs, fs.url(location)
 
@@ -239,6 +253,56 @@ def filesystem(location: str) -> tuple[LocalFS | FsspecFS, str]:
 def filesystem_of(path: str) -> LocalFS | FsspecFS:
     """The filesystem a path handed out by a :class:`FileSystem` lives on."""
     return filesystem(path)[0] if is_url(path) else LOCAL
+
+
+def redact(location: str) -> str:
+    """``location`` fit to show in a page, an error or a log: a URL loses any
+    ``user:password@`` and its query string and fragment (SAS tokens, signed-URL
+    signatures); a local path is unchanged. Credentials come from the environment and
+    each filesystem's own configuration, never from what Stepscope shows."""
+    if not is_url(location):
+        return location
+    scheme, _, rest = location.partition("://")
+    rest = rest.split("?", 1)[0].split("#", 1)[0]
+    host, slash, path = rest.partition("/")
+    user, at, hostname = host.rpartition("@")
+    if at and ":" in user:  # user:password@ (abfs's container@account has no password)
+        host = hostname
+    return f"{scheme}://{host}{slash}{path}"
+
+
+#: Environment variables whose values are secrets (scrubbed from error texts: :func:`scrub`).
+_SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|CREDENTIAL|ACCESS_KEY|ACCOUNT_KEY|SAS|"
+                          r"CONNECTION_STRING", re.I)
+
+
+def scrub(text: str) -> str:
+    """``text`` (a storage library's error message, say) with every URL redacted
+    (:func:`redact`) and the value of any secret-looking environment variable replaced
+    by ``***``."""
+    text = re.sub(r"[A-Za-z][A-Za-z0-9+]+://[^\s'\"<>]+", lambda m: redact(m.group(0)), text)
+    for name, value in os.environ.items():
+        if len(value) >= 8 and _SECRET_NAME.search(name) and value in text:
+            text = text.replace(value, "***")
+    return text
+
+
+def listing_error(location: str, exc: BaseException) -> StepscopeError:
+    """The error to answer when the log directory ``location`` itself cannot be listed:
+    404 for a missing bucket or prefix, 403 for denied access, 503 for anything else
+    (the store unreachable); each names the (redacted) URL, never a credential."""
+    url = redact(location)
+    reason = scrub(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
+    if isinstance(exc, FileNotFoundError):
+        return NotFound(f"{url} not found", f"{reason}. Check the bucket and prefix of the "
+                        "log directory URL.")
+    if isinstance(exc, PermissionError):
+        return Forbidden(f"access to {url} denied", f"{reason}. Check the credentials the "
+                         "storage library reads from the environment (e.g. AWS_ACCESS_KEY_ID "
+                         "and AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and the permissions they "
+                         "grant.")
+    return StepscopeError(f"cannot list {url}", f"{reason}. Is the storage service "
+                          "reachable? The list is tried again at the next scan.", status=503)
 
 
 def _fsspec(location: str, scheme: str) -> FsspecFS:
@@ -250,6 +314,6 @@ def _fsspec(location: str, scheme: str) -> FsspecFS:
     try:
         fs, _path = fsspec.core.url_to_fs(location)
     except (ImportError, ValueError) as e:
-        raise ValueError(f"{scheme}:// needs a filesystem package ({e}); "
+        raise ValueError(f"{scheme}:// needs a filesystem package ({scrub(str(e))}); "
                          "install it with: pip install 'stepscope[remote]'") from None
     return FsspecFS(fs, scheme)

@@ -26,7 +26,7 @@ except ImportError:  # a platform without an isal wheel
     import zlib  # type: ignore[no-redef]
 
 from ..errors import TraceError
-from ..fs import filesystem_of
+from ..fs import filesystem_of, is_url, scrub
 from ..model import Note
 
 CHUNK = 16 << 20  # file bytes read per step (and per progress tick)
@@ -149,8 +149,11 @@ def _iter_bytes(path: str, notes: list[Note], progress: Progress) -> Iterator[by
         fs = filesystem_of(path)  # a local path or a remote URL (stepscope.fs)
         f = fs.open(path)
         size = fs.stat(path).size
-    except OSError as e:
-        raise TraceError("cannot read file", f"{name}: {e.strerror or e}. Check that the file "
+    except Exception as e:  # a storage library's own errors too (no credentials...)
+        if not isinstance(e, OSError) and not is_url(path):
+            raise
+        reason = scrub(str(getattr(e, "strerror", None) or e or type(e).__name__))
+        raise TraceError("cannot read file", f"{name}: {reason}. Check that the file "
                          "exists and is readable.", file=name) from e
     with f:
         raw = _read(f, size, name)

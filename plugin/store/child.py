@@ -16,10 +16,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import AnalysisBug, StepscopeError
+from ..fs import filesystem_of
 from ..read.reader import read_trace
 from .cache import DiskCache
 from .lazy import timeline_key
 from .packing import pack
+from .remote import apply_storage_env
 
 log = logging.getLogger(__name__)
 
@@ -110,9 +112,11 @@ def _read(path: str, progress: Progress, helpers: int) -> Any:
     return trace
 
 
-def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str) -> dict:
+def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str,
+                     env: dict[str, str] | None = None) -> dict:
     """Child process: read + analyse ``path``; store the view payloads under ``key``, then
-    the timeline under ``timeline_key(key)``.
+    the timeline under ``timeline_key(key)``. ``env``: the server's storage variables
+    (credentials, endpoints) for a remote ``path`` (:func:`~.remote.storage_env`).
 
     Progress goes to the server over the worker's pipe; the first ``timeline`` message says the payloads
     are stored. Returns ``{"ok": True}`` or the error ``{"status", "error", "detail", ...}``.
@@ -130,6 +134,7 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str) -> di
             last[0] = t
             _conn.send(("progress", phase, fraction))
 
+    apply_storage_env(env)
     cache = DiskCache(cache_root, max_bytes)
     try:
         analysis = analyze(_read(path, progress, _helpers_for(path)))
@@ -180,8 +185,8 @@ HELPER_MIN_BYTES = 4 << 20
 def _helpers_for(path: str) -> int:
     """One helper process for a big file when there is a second core for it."""
     try:
-        big = os.path.getsize(path) >= HELPER_MIN_BYTES
-    except OSError:
+        big = filesystem_of(path).stat(path).size >= HELPER_MIN_BYTES
+    except (OSError, ValueError):
         return 0
     return 1 if big and (os.cpu_count() or 1) >= 2 else 0
 

@@ -39,9 +39,11 @@ from concurrent.futures import CancelledError, Future
 from typing import Any
 
 from ..errors import AnalysisBug, Loading, StepscopeError, TraceError
+from ..fs import filesystem_of, is_url
 from .cache import DEFAULT_MAX_BYTES, DiskCache
 from .child import TIMELINE_FROM, Progress, _worker_main
 from .lazy import LazyTimeline, PayloadSlots, TimelineSlots, load_views, timeline_key
+from .remote import decode, storage_env
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +87,8 @@ SMALL_JOB_SHARE = 0.05
 def memory_estimate(path: str) -> int:
     """Expected peak bytes of analysing ``path``, from its size on disk."""
     try:
-        size = os.path.getsize(path)
-    except OSError:
+        size = filesystem_of(path).stat(path).size
+    except (OSError, ValueError):
         return 0
     json_bytes = size * GZIP_RATIO if path.endswith(".gz") else size
     return int(json_bytes * MEMORY_PER_JSON_BYTE)
@@ -252,12 +254,19 @@ class Analyser:
     """The job function of the store: ``Analyser(...)(path, progress) -> ViewSet``.
 
     ``jobs`` worker processes at most, and only as many at once as fit ``memory_bytes``
-    (:class:`MemoryBudget`, default half the machine's memory).
+    (:class:`MemoryBudget`, default half the machine's memory). With an ``executor`` (the
+    executor seam: :class:`~.dask_pool.DaskExecutor`) each trace is analysed there instead,
+    as a task returning the packed payloads (:func:`~.remote.analyse_to_bytes`), which
+    this process stores in its cache; the timeline is a second task, run when a ``trace/*``
+    route first needs it.
     """
 
     def __init__(self, *, cache_dir: str | None = None, no_cache: bool = False,
                  jobs: int = 2, max_bytes: int = DEFAULT_MAX_BYTES,
-                 memory_bytes: int | None = None):
+                 memory_bytes: int | None = None, executor: Any = None):
+        #: where analyses run instead of local worker processes: a
+        #: :class:`~.dask_pool.DaskExecutor` (``--scheduler``), or None (the local pool)
+        self.executor = executor
         self.no_cache = no_cache
         self._fallback_lock = threading.Lock()
         #: data-quality notes added to every trace's views (the cache could not be written)
@@ -372,27 +381,37 @@ class Analyser:
         for attempt in range(2):
             task = Task(progress)
             task.future = Future()
-            threading.Thread(target=self._converse, args=(task, path, key), daemon=True,
-                             name="stepscope-worker-io").start()
+            threading.Thread(target=self._converse, args=(task, path, key, wanted),
+                             daemon=True, name="stepscope-worker-io").start()
             task.views_ready.wait()
             if not task.broken() or attempt or self.cache.get(path, wanted) is not None:
                 return task
         raise AssertionError("unreachable")
 
-    def _converse(self, task: Task, path: str, key: str) -> None:
+    def _converse(self, task: Task, path: str, key: str, wanted: str) -> None:
         """Run ``task`` on a worker (this thread waits for a free slot and the memory
         budget), passing on its progress; settles ``task.future``."""
         future = task.future
         assert future is not None
+        if self.executor is not None:
+            try:
+                with self._slots:
+                    future.set_result(self._run_remote(task, path, wanted))
+            except BaseException as e:  # noqa: BLE001 - a bug: reported as a 500
+                future.set_exception(e)
+            finally:
+                task.views_ready.set()
+            return
         need = memory_estimate(path)
+        env = storage_env() if is_url(path) else None
         try:
             with self._slots:
                 release = self.budget.acquire(need)
                 try:
                     worker = self._take(reuse=need < REUSE_MAX_BYTES)
                     try:
-                        result = worker.run((path, self.cache_root, self.cache.max_bytes, key),
-                                            task.hear)
+                        result = worker.run((path, self.cache_root, self.cache.max_bytes, key,
+                                             env), task.hear)
                     finally:
                         self._give_back(worker, reuse=need < REUSE_MAX_BYTES)
                 finally:
@@ -408,6 +427,26 @@ class Analyser:
                 future.set_exception(e)
         finally:
             task.views_ready.set()
+
+    def _run_remote(self, task: Task, path: str, wanted: str) -> dict:
+        """Analyse ``path`` on the executor (the payloads, or the timeline when ``wanted``
+        is a timeline key) and store the answer under ``wanted``; the worker's status
+        dict (``{"ok": True}`` or an error dict)."""
+        what = "timeline" if wanted.endswith(timeline_key("")) else "views"
+        answer = self.executor.run(path, what, task.hear)
+        if isinstance(answer, dict):
+            return answer
+        decoded = decode(answer)
+        if isinstance(decoded, dict):
+            return decoded
+        state, arrays = decoded
+        try:
+            self.cache.put(path, {"state": state}, arrays, key=wanted)
+        except OSError as e:
+            return {"status": 503, "error": "cache not writable", "cache_failed": True,
+                    "detail": f"The analysis cache folder cannot be written "
+                              f"({e.strerror or e})."}
+        return {"ok": True}
 
     # --- the worker processes -------------------------------------------------------------
 
@@ -453,6 +492,8 @@ class Analyser:
             worker.kill_soon()
         for worker in workers:
             worker.stop()
+        if self.executor is not None:
+            self.executor.close()
         if self.no_cache:
             shutil.rmtree(os.path.dirname(self.cache.root), ignore_errors=True)
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from ..discovery import Scanner, Snapshot, shadow_note
 from ..errors import AnalysisBug, Loading, NotFound, StepscopeError
-from ..fs import filesystem
+from ..fs import filesystem, redact
 from .child import Progress, analyse_file
 from .pool import default_jobs
 
@@ -85,6 +85,7 @@ class Job:
         self.error: StepscopeError | None = None
         self.cancelled = False
         self.priority = 0
+        self.finished_at = 0.0  # monotonic time the job became ready or failed
 
     def progress(self, phase: str, fraction: float) -> None:
         if self.phase in ("ready", "failed"):
@@ -116,6 +117,8 @@ class Store:
         self._first_scan = threading.Event()
         self._snapshot: Snapshot = {}
         self._skipped: list[dict[str, str]] = []  # *.json[.gz] that are not traces, and why
+        #: why the latest scan could not list the (remote) log directory, else None
+        self._scan_error: StepscopeError | None = None
         self._seen: dict[Key, Any] = {}  # key -> FileInfo observed by the previous poll
         self._first_seen: dict[Key, float] = {}  # key -> monotonic time of its discovery
         self._jobs: dict[Key, Job] = {}
@@ -156,7 +159,7 @@ class Store:
             try:
                 self.poll()
             except Exception:  # a scan bug must not stop reloading forever
-                log.exception("scanning %s failed", self.logdir)
+                log.exception("scanning %s failed", redact(self.logdir))
             if self.reload_interval <= 0 or self._stop.wait(self.reload_interval):
                 return
 
@@ -165,9 +168,16 @@ class Store:
         """Scan once and update jobs (the poll thread calls this; tests may too)."""
         try:
             snap = self._scanner.snapshot()
+        except StepscopeError as e:  # the remote log directory cannot be listed
+            if str(e) != str(self._scan_error):
+                log.warning("%s: %s", e, e.detail)  # once per kind of failure
+            self._scan_error = e  # what has been found so far keeps being served
+            self._first_scan.set()
+            return
         except BaseException:
             self._first_scan.set()  # requests must not wait for a scan that failed
             raise
+        self._scan_error = None
         first = not self._first_scan.is_set()
         now_ns = time.time_ns()
         settle_ns = int(self.reload_interval * 1e9)
@@ -183,9 +193,9 @@ class Store:
                 job = self._jobs.get(key)
                 same = job is not None and (job.info.path, job.info.signature) == (
                     info.path, info.signature)
-                if same:
+                if same and not _transient(job):
                     job.info = info  # keep the newest list of shadowed files
-                elif stable:
+                elif stable or same:  # (same: failed for now, e.g. the scheduler was away)
                     if job is not None:
                         job.cancelled = True
                     self._jobs[key] = job = Job(key, info)
@@ -240,6 +250,7 @@ class Store:
                 f"{name}: internal error while analysing the file", file=name)
         with self._lock:
             job.result, job.error = result, error
+            job.finished_at = time.monotonic()
             job.fraction = 1.0
             job.phase = "ready" if error is None else "failed"
 
@@ -278,8 +289,14 @@ class Store:
 
         ``loading`` is true until the first scan is done and while any span is not analysed;
         ``skipped`` lists the ``*.json[.gz]`` files that are not traces (SPEC §1.1).
+        Raises the listing error (404 missing bucket, 403 access denied, 503 unreachable,
+        :func:`~stepscope.fs.listing_error`) while a remote log directory cannot be listed
+        and nothing was found before.
         """
         self._wait_first_scan()
+        error = self._scan_error
+        if error is not None and not self._snapshot:
+            raise error.with_traceback(None)
         with self._lock:
             runs = list(self._snapshot)
             status = self.status()
@@ -387,6 +404,18 @@ class Store:
             job = self._jobs.get((run, worker, s))
             if job is not None and job.phase == "queued":
                 self._push(job, -2 * n - (1 if s == span else 0))
+
+
+#: Seconds after which a job that failed for a passing reason (503) is tried again.
+RETRY_UNAVAILABLE_S = 30.0
+
+
+def _transient(job: Job) -> bool:
+    """Did ``job`` fail for a reason that may pass (503: the Dask scheduler or the storage
+    was unavailable) at least :data:`RETRY_UNAVAILABLE_S` ago? Such a job is tried again
+    at the next scan; meanwhile the span answers the 503 with its reason."""
+    return job.phase == "failed" and getattr(job.error, "status", 0) == 503 and \
+        time.monotonic() - job.finished_at >= RETRY_UNAVAILABLE_S
 
 
 def _flatten(snap: Snapshot):

@@ -60,7 +60,7 @@ CSP = ("default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe
 def create_app(logdir: str, *, reload_interval: float = 5.0, jobs: int | None = None,
                cache_dir: str | None = None, no_cache: bool = False,
                analyse: Callable[[str, Progress], Any] | None = None,
-               start: bool = True) -> Flask:
+               start: bool = True, scheduler: str | None = None) -> Flask:
     """The Stepscope WSGI app serving ``logdir``.
 
     ``reload_interval``: seconds between re-scans of ``logdir``; ``jobs``: traces analysed
@@ -68,12 +68,22 @@ def create_app(logdir: str, *, reload_interval: float = 5.0, jobs: int | None = 
     (default ``$XDG_CACHE_HOME/stepscope``); ``analyse``: job function
     ``analyse(path, progress) -> ViewSet``, default :class:`~.worker.Analyser` (worker
     processes + cache), tests may inject the in-process :func:`~.worker.analyse_file`;
-    ``start``: start the background store now (else call ``app_store(app).start()``).
+    ``start``: start the background store now (else call ``app_store(app).start()``);
+    ``scheduler``: a Dask scheduler address (``tcp://HOST:8786``) to analyse on instead of
+    local worker processes (:class:`~stepscope.store.dask_pool.DaskExecutor`; raises
+    ``SchedulerUnavailable`` when it cannot be reached).
     """
     app = Flask("stepscope", static_folder=None)
+    executor = None
+    if scheduler and analyse is None:
+        from ..store.dask_pool import DaskExecutor
+
+        executor = DaskExecutor(scheduler)
+        jobs = jobs or executor.parallelism()  # tasks in flight: the cluster's threads
     jobs = jobs or default_jobs()
     if analyse is None:
-        analyse = Analyser(cache_dir=cache_dir, no_cache=no_cache, jobs=jobs)
+        analyse = Analyser(cache_dir=cache_dir, no_cache=no_cache, jobs=jobs,
+                           executor=executor)
     store = Store(logdir, reload_interval=reload_interval, jobs=jobs, analyse=analyse)
     app.extensions["stepscope"] = store
     app.config.update(STEPSCOPE_CACHE_DIR=cache_dir, STEPSCOPE_NO_CACHE=no_cache)
