@@ -147,7 +147,8 @@ def test_every_endpoint_answers_cleanly(corpus, case):
     codes = {n["code"] for n in notes}
     assert case.codes <= codes, (case.name, codes)
     assert _json(answers[("overview", "{}")])["notes"] == notes
-    assert _json(answers[("views", "{}")])[-2:] == ["Trace", "Diff"]  # the corpus has many spans
+    views = _json(answers[("views", "{}")])
+    assert "Trace" in views and views[-1] == "Diff"  # the corpus has many spans
     download = answers[("trace/download", "{}")]
     assert download.get_data() == (corpus.logdir / case.folder / case.filename).read_bytes()
     download.close()
