@@ -1,0 +1,88 @@
+"""Browser tests of the dashboard's first-hour polish (issue 18): a header that fits, span
+capture times, and screenshots of every view at 1400 and 1024 px.
+
+A log directory that looks like a real one: the shared kineto runs nested one level
+(``kineto_resnet50/resnet50_num_workers_0`` and ``_4``: names that differ at their end)
+next to the bundled samples (nanosecond time-stamp spans, two workers).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from browser import KINETO, have_chromium, open_page, screenshot, stepscope_server
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not have_chromium(), reason="needs Debian's chromium at /usr/bin/chromium"),
+]
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+READY_MS = 90_000
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "logs")
+RUN_0 = "kineto_resnet50/resnet50_num_workers_0"
+RUN_4 = "kineto_resnet50/resnet50_num_workers_4"
+SAMPLE_RUN = "cpu_train_num_workers_2"
+SETTLED = """() => !document.querySelector('#view .loading-line')
+    && document.querySelector('#view .view-root .card')
+    && [...document.querySelectorAll('#view .chart')].every(c => c.querySelector('.main-svg'))"""
+
+
+@pytest.fixture(scope="module")
+def polish_url(tmp_path_factory):
+    if not KINETO.is_dir():
+        pytest.skip(f"shared traces missing: {KINETO}")
+    logdir = tmp_path_factory.mktemp("polish_logs")
+    os.symlink(KINETO, logdir / "kineto_resnet50")
+    for run in os.listdir(SAMPLES):
+        os.symlink(os.path.join(SAMPLES, run), logdir / run)
+    with stepscope_server(logdir) as base:
+        yield base
+
+
+def header_rows(page) -> int:
+    """Rows of the top bar: its direct children's vertical centres, clustered (20 px)."""
+    centres = sorted(page.evaluate("""() => [...document.querySelector('.topbar').children]
+        .map(c => { const r = c.getBoundingClientRect(); return (r.top + r.bottom) / 2; })"""))
+    return 1 + sum(b - a > 20 for a, b in zip(centres, centres[1:]))
+
+
+@pytest.mark.parametrize("width,rows", [(1400, 1), (1024, 2)])
+def test_header_fits_and_long_names_stay_apart(browser, polish_url, width, rows):
+    context, page, watch = open_page(browser, polish_url, width=width)
+    page.goto(f"{polish_url}/?run={RUN_0}&worker=worker0&view=Overview")
+    page.locator(".tab").first.wait_for(timeout=READY_MS)
+    options = page.locator("#run option").evaluate_all(
+        "os => os.map(o => [o.value, o.textContent, o.title])")
+    shown = {v: t for v, t, _ in options}
+    # the two runs differ only at their end: the middle goes, the ends stay
+    assert shown[RUN_0] != shown[RUN_4] and shown[RUN_0].endswith("_0") and "…" in shown[RUN_0]
+    assert all(title == v for v, _, title in options)          # full name on hover
+    assert page.locator("#run").get_attribute("title") == RUN_0
+    assert header_rows(page) == rows
+    # "Copy link" sits on the first row, at the right edge
+    top = page.evaluate("() => document.querySelector('.brand').getBoundingClientRect().top")
+    box = page.locator("#copy-link").bounding_box()
+    assert abs(box["y"] - top) < 20 and box["x"] + box["width"] > width - 40
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    screenshot(page, f"polish_header_{width}")
+    watch.assert_clean()
+    context.close()
+
+
+def test_spans_show_their_capture_time(browser, polish_url):
+    context, page, watch = open_page(browser, polish_url)
+    page.goto(f"{polish_url}/?run={SAMPLE_RUN}&view=Overview")
+    page.locator(".tab").first.wait_for(timeout=READY_MS)
+    spans = page.locator("#span option").evaluate_all(
+        "os => os.map(o => [o.value, o.textContent, o.title])")
+    assert len(spans) == 2
+    for value, text, title in spans:
+        assert re.fullmatch(r"\d{19}", value)
+        assert re.fullmatch(r"20\d\d-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{3})? UTC", text), text
+        assert value in title and text in title
+    assert page.locator("#span").get_attribute("title").startswith("span ")
+    watch.assert_clean()
+    context.close()
