@@ -235,6 +235,20 @@ def test_host_nesting_depths_and_blocks():
     assert answer["range"] == [0, 25.0] and answer["steps"] == []
 
 
+def test_search_covers_the_whole_trace_by_start_then_id():
+    t = build([op("aten::add", 5, 1), op("aten::addmm", 2, 1), op("aten::mul", 0, 9),
+               op("Add", 2, 1, tid=2), op("aten::ADD_", 50_000, 1)])
+    tl = build_timeline(t)
+    found = tl.search("add")
+    assert found["total"] == 4 and (found["offset"], found["limit"]) == (0, 100)
+    assert [(m["name"], m["start"]) for m in found["matches"]] == [
+        ("aten::addmm", 2.0), ("Add", 2.0), ("aten::add", 5.0), ("aten::ADD_", 50_000.0)]
+    assert found["matches"][1]["lane"] == "host:100:2" and found["matches"][0]["id"] == 1
+    page = tl.search("ADD", offset=1, limit=2)
+    assert page["total"] == 4 and [m["name"] for m in page["matches"]] == ["Add", "aten::add"]
+    assert tl.search("add", offset=9)["matches"] == [] and tl.search("zzz")["total"] == 0
+
+
 def test_partial_overlap_is_clipped_to_the_enclosing_event():
     # B overlaps A partially: clipped to A's end, so C (inside the original B) is top level
     # and z sits under C only; the cluster after it keeps the fast path

@@ -52,27 +52,6 @@ export function showTip(node, lines, x, y, w, h) {
   node.style.top = `${top}px`;
 }
 
-/**
- * The search results card: {total, matches} from searchBlocks; `onPick(match)` on a click.
- * Null when there is no query.
- */
-export function searchResults(query, result, onPick, onRefresh) {
-  if (!query) return null;
-  const { total, matches } = result;
-  const head = total === 0 ? `No block named like “${query}” in the shown window.`
-    : `${formatCount(total)} ${total === 1 ? "block" : "blocks"} in the shown window${total > matches.length ? ` (first ${matches.length} listed)` : ""}.`;
-  return el("section", { className: "card trace-search", id: "trace-search-results" },
-    el("div", { className: "card-head" }, el("h2", {}, "Search"),
-      el("button", { type: "button", className: "button", title: "Search the window shown now",
-        on: { click: onRefresh } }, "Search this window")),
-    el("div", { className: "muted" }, head),
-    matches.length ? el("ol", { className: "match-list" }, matches.map((m) => el("li", {},
-      el("button", { type: "button", className: "match", title: m.name, on: { click: () => onPick(m) } },
-        el("span", { className: "match-name" }, shortenName(m.name, 70)),
-        el("span", { className: "muted" }, ` ${formatTime(m.block[B_START])} · ${
-          m.block[B_COUNT] > 1 ? `${formatCount(m.block[B_COUNT])} events` : formatDuration(m.block[B_DUR])}`))))) : null);
-}
-
 /** "100.000 ms – 102.000 ms (2.000 ms shown of 928.952 ms)". */
 export function windowText(win, range) {
   const span = win.end - win.start;

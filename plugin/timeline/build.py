@@ -27,6 +27,11 @@ from .query import greedy_blocks
 MAX_WIDTH = 10000
 
 
+#: matches per ``trace/search`` page by default, and at most
+SEARCH_PAGE = 100
+MAX_SEARCH_PAGE = 1000
+
+
 class Timeline:
     """Lanes, level-of-detail index, counters, steps and links of one trace."""
 
@@ -97,6 +102,28 @@ class Timeline:
             "steps": [[name, a / 1000, b / 1000] for name, a, b in self.steps
                       if a < e and (b > s or a >= s)],
         }
+
+    # --- trace/search ---------------------------------------------------------------------------
+
+    def search(self, q: str, offset: int = 0, limit: int = SEARCH_PAGE) -> dict:
+        """Events of the whole trace whose name contains ``q`` (case-insensitive), by start
+        time (then id): ``{"q", "total", "offset", "limit", "matches": [brief]}``, one page of
+        ``limit`` from ``offset``. A brief is ``trace/event``'s short form (times in µs).
+
+        Example: names ``aten::add`` @5 µs, ``aten::addmm`` @2 µs, ``aten::mul``; ``q="ADD"``
+        gives total 2, matches ``addmm`` then ``add``."""
+        needle = q.lower()
+        strings = self.trace.strings
+        lower = getattr(self, "_lower_names", None)
+        if lower is None or len(lower) != len(strings):
+            lower = self._lower_names = [s.lower() for s in strings]
+        hit = np.fromiter((needle in s for s in lower), bool, len(lower))
+        rows = np.flatnonzero(hit[self.trace.name] & (self.layout.lane >= 0))
+        rows = rows[np.lexsort((rows, self.trace.start[rows]))]
+        page = rows[offset:offset + limit].tolist()
+        brief = self.event_index._brief
+        return {"q": q, "total": int(len(rows)), "offset": offset, "limit": limit,
+                "matches": [brief(i) for i in page]}
 
     # --- trace/event ----------------------------------------------------------------------------
 
