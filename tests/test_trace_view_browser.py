@@ -255,6 +255,35 @@ def test_search_covers_the_whole_trace_and_steps_through_matches(browser, kineto
     context.close()
 
 
+def test_steps_band_explains_attribution_and_is_clickable(browser, kineto_url):
+    context, page, watch = open_page(browser, kineto_url)
+    page.goto(f"{kineto_url}/?run={WORKERS_0}&worker=worker0&view=Trace")
+    wait_drawn(page)
+    step = next(s for s in hook(page, ".lastAnswer.steps") if s[0] == "6")
+    name, start, end, host_start, host_end, host_id = step
+    assert start > host_start and end > host_end and host_id is not None   # SPEC §2.1 re-timing
+    xy = page.evaluate("""(t) => { const h = window.__stepscopeTrace, w = h.window, p = h.plot;
+        return {x: p.gutter + (t - w.start) / (w.end - w.start) * (p.width - p.gutter), y: 20 + 9}; }""",
+                       (start + end) / 2)
+    box = page.locator("#trace-canvas").bounding_box()
+    page.mouse.move(box["x"] + xy["x"], box["y"] + xy["y"])
+    tip = page.locator(".trace-tooltip")
+    tip.wait_for(state="visible", timeout=5_000)
+    text = tip.inner_text()
+    assert "Step 6" in text and "ProfilerStep#6 on the host" in text
+    assert "GPU work belongs to the step that launched it" in text
+    page.mouse.click(box["x"] + xy["x"], box["y"] + xy["y"])
+    card = page.locator("#trace-detail.trace-step")
+    card.wait_for(timeout=5_000)
+    assert card.get_attribute("data-step") == "6"
+    shot(page, "step_detail")
+    card.locator("button", has_text="ProfilerStep#6 event").click()
+    page.locator("#trace-detail .event-name", has_text="ProfilerStep#6").wait_for(timeout=20_000)
+    assert query(page)["event"] == str(host_id)
+    watch.assert_clean()
+    context.close()
+
+
 def test_unknown_event_in_url_and_odd_window(browser, kineto_url):
     context, page, watch = open_page(browser, kineto_url)
     page.goto(f"{kineto_url}/?run={WORKERS_0}&worker=worker0&view=Trace&start=50&end=50&event=99999999")

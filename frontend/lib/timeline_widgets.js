@@ -18,6 +18,32 @@ export function blockTip(answer, box, block) {
   ];
 }
 
+/**
+ * What a step of the Steps band stands for: [name, start, end, hostStart, hostEnd, hostId]
+ * (µs). The band shows the step as the breakdown counts it (SPEC §2.1), which differs from
+ * its ProfilerStep#N host span: each step's GPU work is charged to it, so it starts where
+ * the previous step's GPU work ends and ends with its own.
+ */
+export function stepLines(step) {
+  const [name, s, e, hs = s, he = e, hostId = null] = step;
+  const span = (a, b) => `${formatTime(a)} – ${formatTime(b)} (${formatDuration(b - a)})`;
+  const lines = [
+    { text: `Step ${name}`, className: "tip-name" },
+    { text: `Step time: ${span(s, e)}` },
+    { text: `ProfilerStep#${name} on the host: ${span(hs, he)}` },
+  ];
+  if (Math.abs(s - hs) > 1e-3 || Math.abs(e - he) > 1e-3) {
+    lines.push({ text: `The step is counted from ${s > hs ? "the end of the previous step's GPU work" : "its host start"} `
+      + `to ${e > he ? "the end of the GPU work it launched" : "its host end"}: GPU work belongs to the step `
+      + `that launched it, so this bar ${s > hs ? `starts ${formatDuration(s - hs)} after` : "starts with"} ProfilerStep#${name}`
+      + `${e > he ? ` and ends ${formatDuration(e - he)} after it` : ""}.`, className: "muted step-why" });
+  } else {
+    lines.push({ text: "Same span as its ProfilerStep host event.", className: "muted step-why" });
+  }
+  if (hostId === null) lines.push({ text: "(No ProfilerStep event in this trace: the whole trace is one step.)", className: "muted" });
+  return lines;
+}
+
 /** Lines of the tooltip of a counter lane at a point [t, value]. */
 export function counterTip(box, point) {
   const [t, v] = point;

@@ -16,7 +16,8 @@ import { B_COUNT, B_DEPTH, B_DUR, B_ID, B_START, boxOf } from "../lib/timeline_l
 import { createLoader } from "../lib/timeline_loader.js";
 import { createScene } from "../lib/timeline_scene.js";
 import { createSearch } from "../lib/timeline_search.js";
-import { blockTip, counterTip, laneTip, showTip, windowText } from "../lib/timeline_widgets.js";
+import { AXIS_H, HEADER_H } from "../lib/timeline_axes.js";
+import { blockTip, counterTip, laneTip, showTip, stepLines, windowText } from "../lib/timeline_widgets.js";
 import { MIN_SPAN, clampWindow, panBy, roundTime, windowAround, windowFromState, windowToState, zoomAt,
 } from "../lib/timeline_window.js";
 
@@ -195,10 +196,20 @@ export async function render(root, ctx) {
   }
 
   // -- pointer --------------------------------------------------------------------------------------------
+  /** The step of the Steps band under (x, y), or null. */
+  function stepAt(x, y) {
+    if (y < AXIS_H || y >= HEADER_H || x < scene.size.gutter || !win) return null;
+    const t = win.start + ((x - scene.size.gutter) / scene.plotW()) * (win.end - win.start);
+    return (scene.answer?.steps ?? []).find(([, s, e]) => s <= t && t < e) ?? null;
+  }
+
   function onHover(x, y) {
     let lines = null;
     scene.hover = null;
-    if (x < scene.size.gutter) {
+    const step = stepAt(x, y);
+    if (step) {
+      lines = [...stepLines(step), { text: "Click for details", className: "muted" }];
+    } else if (x < scene.size.gutter) {
       const box = scene.laneAt(y);
       lines = box ? laneTip(box) : null;
     } else {
@@ -207,11 +218,16 @@ export async function render(root, ctx) {
       lines = hit?.block ? blockTip(scene.answer, hit.box, hit.block) : hit?.point ? counterTip(hit.box, hit.point) : null;
     }
     showTip(tip, lines, x, y, scene.size.width, scene.size.height);
-    canvas.style.cursor = scene.hover ? "pointer" : "";
+    canvas.style.cursor = scene.hover || step ? "pointer" : "";
     scene.invalidate();
   }
 
   function onClick(x, y) {
+    const step = stepAt(x, y);
+    if (step) {
+      showStep(step);
+      return;
+    }
     const hit = scene.pick(x, y);
     if (!hit?.block) return;
     const b = hit.block;
@@ -248,6 +264,26 @@ export async function render(root, ctx) {
       if (mine !== detailCtl || isAbort(err)) return;
       setDetail(detailCard(errorPanel(err, `Event ${id}`)));
     }
+  }
+
+  /** The card of a step of the Steps band: its two spans, why they differ, links. */
+  function showStep(step) {
+    detailCtl?.abort();
+    Object.assign(scene, { selected: null, related: [] });
+    hook.selected = null;
+    scene.invalidate();
+    const [name, s, e, hs = s, he = e, hostId = null] = step;
+    const lines = stepLines(step);
+    setDetail(el("section", { className: "card trace-detail trace-step", id: "trace-detail", dataset: { step: name } },
+      el("div", { className: "card-head" }, el("h2", {}, lines[0].text),
+        el("button", { type: "button", className: "button close", "aria-label": "Close the details", title: "Close (Esc)",
+          on: { click: clearSelection } }, "×")),
+      lines.slice(1).map((l) => el("p", { className: l.className ?? null }, l.text)),
+      el("div", { className: "card-tools" },
+        tool("Zoom to the step", "Show this step across the timeline",
+          () => setWindow(windowAround(Math.min(s, hs), Math.max(e, he), range, 0.05, MIN_SPAN * 10))),
+        hostId === null ? null : tool(`ProfilerStep#${name} event`, "Open the host event's details",
+          () => selectEvent(hostId, { jump: true })))));
   }
 
   /** The detail card while the event loads, or when it cannot be shown. */

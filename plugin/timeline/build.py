@@ -18,6 +18,7 @@ from ..analysis.steps import host_steps
 from ..analysis.tree import HostTree
 from ..errors import BadParameter
 from ..model import Trace
+from ..taxonomy import Kind
 from .counters import build_counters
 from .event import EventIndex
 from .lanes import Layout, assign_lanes
@@ -99,9 +100,22 @@ class Timeline:
             "range": [0, self.end_ns / 1000], "start": s / 1000, "end": e / 1000,
             "names": [strings[i] for i in used.tolist()],
             "lanes": lanes,
-            "steps": [[name, a / 1000, b / 1000] for name, a, b in self.steps
-                      if a < e and (b > s or a >= s)],
+            "steps": [self._step(st) for st in self.steps if st[1] < e and (st[2] > s or st[1] >= s)],
         }
+
+    def _step(self, st: tuple) -> list:
+        """``[name, start, end, host_start, host_end, host_event_id]`` (µs): the step as
+        re-timed (GPU work attributed to the step that launched it, SPEC §2.1), the span of
+        its ``ProfilerStep#N`` host event and that event's id (None when the trace has
+        none). Steps given as ``(name, start, end)`` are their own host span."""
+        name, a, b = st[:3]
+        ha, hb = st[3:5] if len(st) >= 5 else (a, b)
+        ids = getattr(self, "_step_ids", None)
+        if ids is None:
+            t = self.trace
+            rows = np.flatnonzero(t.kind == Kind.STEP)
+            ids = self._step_ids = {(t.name_of(int(r)), int(t.start[r])): int(r) for r in rows.tolist()}
+        return [name, a / 1000, b / 1000, ha / 1000, hb / 1000, ids.get((f"ProfilerStep#{name}", ha))]
 
     # --- trace/search ---------------------------------------------------------------------------
 

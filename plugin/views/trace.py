@@ -17,7 +17,8 @@ def timeline_inputs(a: Analysis) -> dict:
     ``build_timeline(**timeline_inputs(a))``. Holding only these lets a caller free the
     rest of the analysis before the timeline's memory peak."""
     return {"trace": a.trace, "links": a.links, "tree": a.tree,
-            "steps": list(zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist()))}
+            "steps": list(zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist(),
+                              a.steps.host_start.tolist(), a.steps.host_end.tolist()))}
 
 
 def timeline_of(a: Analysis) -> Timeline:
