@@ -1,6 +1,7 @@
 // Small DOM pieces of the Trace view: the hover tooltip, the search results list and the
 // toolbar's window readout. Text only (textContent): trace names are never parsed as HTML.
 import { el, setChildren } from "./dom.js";
+import { counterValue } from "./timeline_axes.js";
 import { formatCount, formatDuration, shortenName } from "./format.js";
 import { B_COUNT, B_DUR, B_NAME, B_START } from "./timeline_layout.js";
 import { formatTime, formatTimeAt } from "./timeline_window.js";
@@ -47,10 +48,9 @@ export function stepLines(step) {
 /** Lines of the tooltip of a counter lane at a point [t, value]. */
 export function counterTip(box, point) {
   const [t, v] = point;
-  const util = /utili[sz]ation/i.test(box.lane.name) && v <= 1;
   return [
     { text: box.lane.name, className: "tip-name" },
-    { text: util ? `${(v * 100).toFixed(1)}%` : `${Number(v.toPrecision(6))}` },
+    { text: counterValue(box.lane, v) },
     { text: `at ${formatTime(t)}`, className: "muted" },
   ];
 }

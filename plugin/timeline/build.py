@@ -93,8 +93,8 @@ class Timeline:
         lanes = [{"id": ln.id, "name": ln.name, "kind": ln.kind, "rows": ln.rows,
                   "blocks": rows[cut[k]:cut[k + 1]]}
                  for k, ln in enumerate(self.layout.lanes)]
-        lanes += [{"id": c.id, "name": c.name, "kind": "counter", "points": c.points(s, e, width)}
-                  for c in self.counters]
+        lanes += [{"id": c.id, "name": c.name, "kind": "counter", "unit": c.unit,
+                   "points": c.points(s, e, width)} for c in self.counters]
         strings = self.trace.strings
         return {
             "range": [0, self.end_ns / 1000], "start": s / 1000, "end": e / 1000,

@@ -13,6 +13,7 @@ import {
 } from "../../frontend/lib/timeline_layout.js";
 import { createLoader } from "../../frontend/lib/timeline_loader.js";
 import { counterLabel, fitText } from "../../frontend/lib/timeline_draw.js";
+import { counterValue } from "../../frontend/lib/timeline_axes.js";
 import { argText, kindLabel } from "../../frontend/lib/timeline_detail.js";
 
 const RANGE = [0, 1000];
@@ -149,7 +150,12 @@ test("counter points and scale", () => {
   assert.equal(counterMax([[0, 0]]), 1);
   assert.equal(counterMax([[0, 2e9], [1, 3e9]]), 3e9);
   assert.equal(counterLabel(ANSWER.lanes[2]), "max 97%");
-  assert.equal(counterLabel({ name: "Memory", points: [[0, 2e9]] }), "max 2.00e+9");
+  assert.equal(counterLabel({ name: "GPU 0 Memory Allocated", unit: "bytes", points: [[0, 2e9]] }),
+    "max 1.86\u00a0GiB");
+  assert.equal(counterLabel({ name: "CPU Memory Allocated", points: [[0, 1536]] }), "max 1.5\u00a0KiB");
+  assert.equal(counterLabel({ name: "x", unit: "ratio", points: [[0, 0.5]] }), "max 50%");
+  assert.equal(counterValue({ name: "GPU 0 Utilization", unit: "ratio" }, 0.975), "97.5%");
+  assert.equal(counterLabel({ name: "Other", points: [[0, 12345]] }), "max 12345");
 });
 
 test("colors are stable per name and differ between names", () => {
