@@ -86,3 +86,27 @@ def test_spans_show_their_capture_time(browser, polish_url):
     assert page.locator("#span").get_attribute("title").startswith("span ")
     watch.assert_clean()
     context.close()
+
+
+def test_operator_by_shape_pies_by_operator_and_never_breaks_identifiers(browser, polish_url):
+    context, page, watch = open_page(browser, polish_url)
+    page.goto(f"{polish_url}/?run={RUN_0}&worker=worker0&view=Operator&op_group_by=OperationAndInputShape")
+    page.wait_for_selector("#operator-pie .main-svg", timeout=READY_MS)
+    page.locator("th", has_text="Input shape").wait_for(timeout=READY_MS)
+    legend = page.locator("#operator-pie .legendtext").all_text_contents()
+    # by operator: the same slices as "Group by operator", not (operator, shape) pairs
+    assert legend[0] == "aten::cudnn_convolution_backward_weight" and "[" not in "".join(legend)
+    shares = page.evaluate("""() => { const d = document.getElementById('operator-pie').data[0];
+        const t = d.values.reduce((a, b) => a + b, 0);
+        return d.labels.map((l, i) => [l, d.values[i] / t]); }""")
+    other = [s for label, s in shares if label.startswith("Other")]
+    assert not other or other[0] < 0.5, shares
+    assert "groups by operator" in page.locator(".pie-note").inner_text()
+    # line breaks only between identifiers: a name cell's pieces never end inside one
+    cells = page.locator("td.name").evaluate_all(
+        "tds => tds.map(td => [...td.childNodes].filter(n => n.nodeType === 3).map(n => n.data))")
+    assert cells and [["aten::", "cudnn_convolution_backward_weight"]] == cells[:1]
+    assert not [c for c in cells if any(p[-1:].isalnum() or p.endswith("_") for p in c[:-1])]
+    assert page.locator("td.name").first.evaluate("td => getComputedStyle(td).overflowWrap") == "normal"
+    watch.assert_clean()
+    context.close()

@@ -61,11 +61,15 @@ async function stackDetail(ctx, groupBy, row) {
     el("pre", { className: "stack-frames" }, stackFrames(s.call_stack).join("\n") || "(empty call stack)"))));
 }
 
-function pieSection(ctx, pies) {
+function pieSection(ctx, pies, groupBy) {
   const available = Object.keys(PIES).filter((k) => pies?.[k]?.rows?.length);
   const box = el("div", { className: "chart pie-chart", id: "operator-pie" });
   const buttons = el("div", { className: "segmented", role: "group", "aria-label": "Pie" });
-  const section = card("Operator time", buttons, box);
+  // by input shape, hundreds of (operator, shape) pairs made one grey "Other" slice: the
+  // pie stays by operator, the table below lists the shapes
+  const note = groupBy === "OperationAndInputShape"
+    ? el("p", { className: "muted pie-note" }, "The pie groups by operator; the table lists each input shape.") : null;
+  const section = card("Operator time", buttons, note, box);
   if (!available.length) {
     setChildren(box, emptyState("No operator time", "This trace has no host operators."));
     return section;
@@ -95,7 +99,7 @@ export async function render(root, ctx) {
   const groupBy = ctx.state.op_group_by in GROUPS ? ctx.state.op_group_by : "Operation";
   setChildren(root, loadingLine("Loading operators…"));
   const [pies, table] = await Promise.all([
-    ctx.client.get("operation", { group_by: groupBy }),
+    ctx.client.get("operation", { group_by: "Operation" }),
     ctx.client.get("operation/table", { group_by: groupBy }),
   ]);
   if (!ctx.alive()) return;
@@ -113,5 +117,5 @@ export async function render(root, ctx) {
       renderDetail: rows.some((r) => r.has_call_stack) ? (r) => stackDetail(ctx, groupBy, r) : null,
     }).element);
   }
-  setChildren(root, el("div", { className: "stack-layout" }, pieSection(ctx, pies), tableCard));
+  setChildren(root, el("div", { className: "stack-layout" }, pieSection(ctx, pies, groupBy), tableCard));
 }
