@@ -25,6 +25,7 @@ SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RUN_0 = "kineto_resnet50/resnet50_num_workers_0"
 RUN_4 = "kineto_resnet50/resnet50_num_workers_4"
 SAMPLE_RUN = "cpu_train_num_workers_2"
+ROCM_RUN = "mi250_rocm"
 SETTLED = """() => !document.querySelector('#view .loading-line')
     && document.querySelector('#view .view-root .card')
     && [...document.querySelectorAll('#view .chart')].every(c => c.querySelector('.main-svg'))"""
@@ -36,6 +37,7 @@ def polish_url(tmp_path_factory):
         pytest.skip(f"shared traces missing: {KINETO}")
     logdir = tmp_path_factory.mktemp("polish_logs")
     os.symlink(KINETO, logdir / "kineto_resnet50")
+    os.symlink(KINETO.parent / "hta_mi250_rocm62", logdir / ROCM_RUN)
     for run in os.listdir(SAMPLES):
         os.symlink(os.path.join(SAMPLES, run), logdir / run)
     with stepscope_server(logdir) as base:
@@ -108,5 +110,29 @@ def test_operator_by_shape_pies_by_operator_and_never_breaks_identifiers(browser
     assert cells and [["aten::", "cudnn_convolution_backward_weight"]] == cells[:1]
     assert not [c for c in cells if any(p[-1:].isalnum() or p.endswith("_") for p in c[:-1])]
     assert page.locator("td.name").first.evaluate("td => getComputedStyle(td).overflowWrap") == "normal"
+    watch.assert_clean()
+    context.close()
+
+
+def test_core_share_is_compact_and_rocm_says_matrix_cores(browser, polish_url):
+    context, page, watch = open_page(browser, polish_url)
+    page.goto(f"{polish_url}/?run={RUN_0}&worker=worker0&view=Kernel")
+    share = page.locator("#tc-share .core-figure")
+    share.wait_for(timeout=READY_MS)
+    assert "of kernel time in Tensor Core kernels" in share.inner_text()
+    card = page.locator(".card", has=page.locator("#tc-share"))
+    assert card.locator("h2").inner_text() == "Tensor Core usage"
+    assert card.bounding_box()["height"] < 160 and page.locator("#tc-pie").count() == 0
+    page.goto(f"{polish_url}/?run={ROCM_RUN}&view=Kernel")
+    page.locator("#tc-share .core-figure").wait_for(timeout=READY_MS)
+    assert page.locator(".card h2", has_text="Matrix Core usage").count() == 1
+    assert "Matrix Core kernels" in page.locator("#tc-share").inner_text()
+    screenshot(page, "polish_kernel_rocm")
+    page.locator(".tab", has_text="Operator").click()
+    page.locator("th", has_text="MC eligible").wait_for(timeout=READY_MS)
+    assert page.locator("th", has_text="TC eligible").count() == 0
+    page.locator(".tab", has_text="Overview").click()
+    page.locator(".gpu-card, .card", has_text="gfx90a").first.wait_for(timeout=READY_MS)
+    assert "compute capability" not in page.locator("#view").inner_text()
     watch.assert_clean()
     context.close()

@@ -44,6 +44,7 @@ export function stepSeries(table) {
  * "compute capability 8.0"; "" when unknown. */
 export function gpuArch(g) {
   if (g?.arch) return String(g.arch);
+  if (/\b(AMD|Instinct|Radeon)\b/i.test(String(g?.name ?? ""))) return ""; // no CUDA capability
   return g?.compute_capability ? `compute capability ${g.compute_capability}` : "";
 }
 
