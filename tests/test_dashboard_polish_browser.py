@@ -136,3 +136,28 @@ def test_core_share_is_compact_and_rocm_says_matrix_cores(browser, polish_url):
     assert "compute capability" not in page.locator("#view").inner_text()
     watch.assert_clean()
     context.close()
+
+
+def test_table_page_in_the_url_and_a_favicon(browser, polish_url):
+    from browser import query
+
+    context, page, watch = open_page(browser, polish_url)
+    failed = []
+    page.on("response", lambda r: r.status >= 400 and failed.append(r.url))
+    page.goto(f"{polish_url}/?run={RUN_0}&worker=worker0&view=Operator")
+    page.locator(".page-next").wait_for(timeout=READY_MS)
+    page.locator(".page-next").click()
+    assert query(page)["page"] == "2" and "26–50 of" in page.locator(".pager-range").inner_text()
+    page.reload()
+    page.locator(".pager-range").wait_for(timeout=READY_MS)
+    assert "26–50 of" in page.locator(".pager-range").inner_text()
+    page.locator(".page-prev").click()
+    assert "page" not in query(page)
+    page.locator(".page-next").click()
+    page.locator(".table-search").fill("conv")                  # a new search: back to page 1
+    assert "page" not in query(page) and query(page)["search"] == "conv"
+    icon = page.evaluate("() => document.querySelector('link[rel=icon]').href")
+    assert page.request.get(icon).status == 200
+    assert not failed, failed
+    watch.assert_clean()
+    context.close()

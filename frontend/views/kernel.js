@@ -102,7 +102,7 @@ function coreCard(promise) {
 
 function groupSelect(ctx, groupBy) {
   return el("label", { className: "inline-control" }, "Group by ",
-    el("select", { id: "kernel-group-by", on: { change: (e) => { ctx.update({ kernel_group_by: e.target.value, search: null, sort: null, dir: null }); ctx.rerender(); } } },
+    el("select", { id: "kernel-group-by", on: { change: (e) => { ctx.update({ kernel_group_by: e.target.value, search: null, sort: null, dir: null, page: null }); ctx.rerender(); } } },
       Object.entries(GROUPS).map(([v, label]) => el("option", { value: v, selected: v === groupBy }, label))));
 }
 

@@ -92,7 +92,7 @@ function pieSection(ctx, pies, groupBy) {
 
 function groupSelect(ctx, groupBy) {
   return el("label", { className: "inline-control" }, "Group by ",
-    el("select", { id: "op-group-by", on: { change: (e) => { ctx.update({ op_group_by: e.target.value, search: null, sort: null, dir: null }); ctx.rerender(); } } },
+    el("select", { id: "op-group-by", on: { change: (e) => { ctx.update({ op_group_by: e.target.value, search: null, sort: null, dir: null, page: null }); ctx.rerender(); } } },
       Object.entries(GROUPS).map(([v, label]) => el("option", { value: v, selected: v === groupBy }, label))));
 }
 
