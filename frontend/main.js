@@ -29,6 +29,7 @@ let runsSeen = "";
 // -- selectors ----------------------------------------------------------------------
 /** Longest option text; longer names lose their middle (full name on hover). */
 const OPTION_CHARS = { run: 32, worker: 26, span: 26 };
+const OPTION_CHARS_NARROW = { run: 26, worker: 19, span: 24 }; // <= 1100 px (style.css)
 
 /**
  * Fill a selector. Long labels are shortened in the middle, so names that share a long
@@ -37,7 +38,7 @@ const OPTION_CHARS = { run: 32, worker: 26, span: 26 };
  */
 function fillSelect(select, values, current, labels = (vs) => vs, title = (v, l) => l) {
   const shown = labels(values);
-  const max = OPTION_CHARS[select.id] ?? 30;
+  const max = (window.innerWidth <= 1100 ? OPTION_CHARS_NARROW : OPTION_CHARS)[select.id] ?? 30;
   setChildren(select, values.map((v, i) => el("option", {
     value: v, selected: v === current, title: title(v, shown[i]),
   }, middleEllipsis(shown[i], max))));

@@ -161,3 +161,23 @@ def test_table_page_in_the_url_and_a_favicon(browser, polish_url):
     assert not failed, failed
     watch.assert_clean()
     context.close()
+
+
+@pytest.mark.parametrize("width", [1400, 1024])
+def test_screenshots_of_every_view(browser, polish_url, width):
+    """test-output/polish_<run>_<view>_<width>.png for every view of a GPU run, the ROCm run
+    and the CPU samples; the header stays within two rows and nothing overflows sideways."""
+    context, page, watch = open_page(browser, polish_url, width=width)
+    for run in (RUN_0, ROCM_RUN, SAMPLE_RUN):
+        page.goto(f"{polish_url}/?run={run}")
+        page.locator(".tab").first.wait_for(timeout=READY_MS)
+        for view in page.locator(".tab").all_text_contents():
+            page.locator(".tab", has_text=view).click()
+            page.wait_for_function(SETTLED, timeout=READY_MS)
+            page.wait_for_timeout(300)
+            assert not page.locator(".error-panel").all_inner_texts(), (run, view)
+            assert header_rows(page) <= 2, (run, view)
+            assert page.evaluate("() => document.documentElement.scrollWidth") <= width, (run, view)
+            screenshot(page, f"polish_{run.replace('/', '_')}_{view.lower()}_{width}")
+    watch.assert_clean()
+    context.close()
