@@ -181,3 +181,14 @@ def test_screenshots_of_every_view(browser, polish_url, width):
             screenshot(page, f"polish_{run.replace('/', '_')}_{view.lower()}_{width}")
     watch.assert_clean()
     context.close()
+
+
+def test_cpu_samples_say_what_a_gpu_trace_adds(browser, polish_url):
+    context, page, watch = open_page(browser, polish_url)
+    page.goto(f"{polish_url}/?run={SAMPLE_RUN}&view=Overview")
+    empty = page.locator(".card", has_text="GPU Summary").locator(".empty-state")
+    empty.wait_for(timeout=READY_MS)
+    text = empty.inner_text()
+    assert "Kernel view" in text and "ProfilerActivity.CUDA" in text
+    watch.assert_clean()
+    context.close()

@@ -4,7 +4,7 @@
 import { drawPie } from "../lib/charts.js";
 import { card, el, setChildren } from "../lib/dom.js";
 import { formatDuration, formatPercent } from "../lib/format.js";
-import { emptyState, errorPanel, loadingLine } from "../lib/status.js";
+import { GPU_HINT, emptyState, errorPanel, loadingLine } from "../lib/status.js";
 import { createTable } from "../lib/table.js";
 import { chartTableRows } from "../lib/table_model.js";
 
@@ -117,7 +117,7 @@ export async function render(root, ctx) {
   const { columns, rows } = chartTableRows(body?.data);
   if (!rows.length) {
     setChildren(root, card("Kernels", emptyState("This trace has no GPU kernels",
-      "The profile recorded host activity only (CPU run, or ProfilerActivity.CUDA was not enabled).")));
+      `The profile recorded host activity only (CPU run, or ProfilerActivity.CUDA was not enabled). ${GPU_HINT}`)));
     return;
   }
   const nameKey = columns[0]?.key ?? "name";
