@@ -4,7 +4,7 @@
 import { getJSON, isAbort, spanClient } from "./lib/api.js";
 import { purgeCharts } from "./lib/charts.js";
 import { el, setChildren } from "./lib/dom.js";
-import { spanLabel } from "./lib/format.js";
+import { middleEllipsis, spanLabels, spanTitle } from "./lib/format.js";
 import { emptyState, errorPanel, loadingLine, progressPanel } from "./lib/status.js";
 import { buildQuery, parseState, urlFor, withPatch, withoutViewKeys, writeState } from "./lib/urlstate.js";
 
@@ -27,18 +27,44 @@ let navToken = 0; // bumped by every navigation: stale async work checks it and 
 let runsSeen = "";
 
 // -- selectors ----------------------------------------------------------------------
-function fillSelect(select, values, current, label = (v) => v) {
-  setChildren(select, values.map((v) => el("option", { value: v, selected: v === current }, label(v))));
+/** Longest option text; longer names lose their middle (full name on hover). */
+const OPTION_CHARS = { run: 32, worker: 26, span: 26 };
+const OPTION_CHARS_NARROW = { run: 26, worker: 19, span: 24 }; // <= 1100 px (style.css)
+
+/**
+ * Fill a selector. Long labels are shortened in the middle, so names that share a long
+ * prefix stay apart; each option and the select itself carry the full text as a tooltip.
+ * `labels`: values -> shown labels; `title`: value -> tooltip.
+ */
+function fillSelect(select, values, current, labels = (vs) => vs, title = (v, l) => l) {
+  const shown = labels(values);
+  const max = (window.innerWidth <= 1100 ? OPTION_CHARS_NARROW : OPTION_CHARS)[select.id] ?? 30;
+  setChildren(select, values.map((v, i) => el("option", {
+    value: v, selected: v === current, title: title(v, shown[i]),
+  }, middleEllipsis(shown[i], max))));
   select.disabled = values.length === 0;
+  const i = values.indexOf(current);
+  select.title = i >= 0 ? title(current, shown[i]) : "";
+  fitHeader();
 }
+
+/** One header row while the tabs fit beside the selectors, else the tabs get their own row. */
+function fitHeader() {
+  const bar = ui.tabs.parentElement;
+  bar.classList.remove("two-rows");
+  if (ui.tabs.scrollWidth > ui.tabs.clientWidth + 1) bar.classList.add("two-rows");
+}
+window.addEventListener("resize", fitHeader);
 
 /** Run names as listed; a run whose every file failed says so (that state is stable). */
 function runLabel(status) {
-  return (run) => {
+  return (runs) => runs.map((run) => {
     const s = status?.[run];
     return s && s.failed && !s.ready && !s.loading ? `${run} (failed)` : run;
-  };
+  });
 }
+
+const spanTip = (span) => spanTitle(span);
 
 function banner(text) {
   setChildren(ui.banner, text ? el("div", { className: "banner" }, text) : null);
@@ -103,8 +129,11 @@ async function navigate() {
       if (span) notes.push(`Span “${span}” is not in worker “${worker}”.`);
       span = spans[spans.length - 1];
     }
-    fillSelect(ui.span, spans, span, spanLabel);
-    if (notes.length) banner(`${notes.join(" ")} Showing ${run} / ${worker}${span ? ` / ${span}` : ""} instead.`);
+    fillSelect(ui.span, spans, span, spanLabels, spanTip);
+    if (notes.length) {
+      const at = span ? ` / ${spanLabels(spans)[spans.indexOf(span)]}` : "";
+      banner(`${notes.join(" ")} Showing ${run} / ${worker}${at} instead.`);
+    }
     state = withPatch(state, { run, worker, span }); // span always written explicitly
     writeState(state);
     if (worker === undefined || span === undefined) {
@@ -151,6 +180,7 @@ function renderTabs(current) {
       showView(++navToken);
     } },
   }, v)));
+  fitHeader();
 }
 
 /** Show state.view (or the first view with data) of the current span. */

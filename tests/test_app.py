@@ -131,7 +131,8 @@ def test_every_shared_trace_is_analysed(shared_client):
 
 @pytest.mark.parametrize("route", ["views", "notes", *[r for r in VIEW_ROUTES
                                                         if r not in ("operation/stack",
-                                                                     "trace/event")]])
+                                                                     "trace/event",
+                                                                     "trace/search")]])
 @pytest.mark.parametrize("run", SHARED_RUNS)
 def test_every_view_of_every_shared_trace(shared_client, run, route):
     worker = shared_client.get(query("workers", run=run)).json[0]
@@ -487,6 +488,18 @@ def test_trace_routes(shared_client):
         route = "trace/event" if "id" in params else "trace/timeline"
         bad = shared_client.get(query(route, run=run, worker="worker0", **params))
         assert bad.status_code == status and "error" in bad.json, (params, bad.data)
+    # search covers the whole trace, not the window: every ProfilerStep, paged by start
+    found = shared_client.get(query("trace/search", run=run, worker="worker0", q="profilerstep",
+                                    limit=4)).json
+    assert found["total"] == 6 and [m["name"] for m in found["matches"]] == \
+        [f"ProfilerStep#{n}" for n in range(5, 9)]
+    rest = shared_client.get(query("trace/search", run=run, worker="worker0", q="ProfilerStep",
+                                   offset=4)).json
+    assert [m["name"] for m in rest["matches"]] == ["ProfilerStep#9", "ProfilerStep#10"]
+    for params in ({}, {"q": " "}, {"q": "a", "limit": "0"}, {"q": "a", "limit": "1001"},
+                   {"q": "a", "offset": "-1"}, {"q": "a", "offset": "x"}, {"q": "x" * 501}):
+        bad = shared_client.get(query("trace/search", run=run, worker="worker0", **params))
+        assert bad.status_code == 400 and bad.json["detail"], (params, bad.data)
     dl = shared_client.get(query("trace/download", run=run, worker="worker0"))
     assert dl.status_code == 200 and dl.mimetype == "application/gzip"
     assert "attachment" in dl.headers["Content-Disposition"]

@@ -32,7 +32,7 @@ ENDPOINTS: list[tuple[str, dict]] = [
     ("kernel/table", {"group_by": "KernelNameAndOpName"}),
     ("kernel", {"group_by": "Kernel"}), ("kernel/tc_pie", {}),
     ("trace/timeline", {}), ("trace/timeline", {"start": "1000", "end": "90000", "width": "640"}),
-    ("trace/event", {"id": "0"}), ("trace/download", {}),
+    ("trace/event", {"id": "0"}), ("trace/download", {}), ("trace/search", {"q": "conv"}),
 ]
 #: Payloads compared number for number with the healthy slice analysed alone.
 COMPARED: list[tuple[str, dict]] = [

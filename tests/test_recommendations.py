@@ -157,7 +157,8 @@ def test_data_parallel_autograd_functions():
 @pytest.mark.parametrize("kernel_name,props,fires", [
     ("volta_sgemm_128x64_nn", (V100,), True),
     ("volta_h884gemm_64x64_nn", (V100,), False),                     # already tensor cores
-    ("volta_sgemm_128x64_nn", ({"id": 0, "numSms": 80},), False),    # capability unknown
+    ("volta_sgemm_128x64_nn", ({"id": 0, "numSms": 80},), True),     # capability unknown
+    ("volta_sgemm_128x64_nn", (), True),                              # no deviceProperties
     ("volta_sgemm_128x64_nn", (dict(V100, computeMajor=6),), False),  # no tensor cores
 ])
 def test_amp(kernel_name, props, fires):
@@ -169,6 +170,10 @@ def test_amp(kernel_name, props, fires):
                       occupancy=80)]
     items, _ = advice(events, props=props)
     assert ("amp" in items) is fires
+    if fires:
+        assert "Tensor Cores" in items["amp"]["text"]
+        assert ("does not say which GPU" in items["amp"]["text"]) is ("computeMajor" not in
+                                                                       str(props))
 
 
 @pytest.mark.parametrize("peak,fires", [(950, True), (500, False)])
@@ -205,7 +210,7 @@ def test_to_html_escapes_item_text():
 
 def test_rules_are_pure_functions_of_facts():
     assert recommend(Facts()) == []
-    assert len(RULES) == 10
+    assert len(RULES) == 14
 
 
 @pytest.mark.skipif(not have_shared(), reason="shared traces missing")
@@ -213,4 +218,85 @@ def test_shared_golden_launch_bound_quiet_on_workers_4():
     f = shared_views("kineto_resnet50_w4").analysis.facts
     assert round(100 * f.kernels_shorter_than_launch / f.kernels) == 58
     assert round(f.short_kernel_time_share, 1) == 1.6
-    assert shared_views("kineto_resnet50_w4").get("overview", {})["recommendation_items"] == []
+    items = shared_views("kineto_resnet50_w4").get("overview", {})["recommendation_items"]
+    assert [it["id"] for it in items] == ["amp"]     # fp32 convolutions only
+
+
+# --- ranking and covering the dominant category (SPEC §2.6) ------------------------------------
+
+
+def test_runtime_dominant_names_the_top_runtime_calls():
+    # 10 µs of kernel, then 80 µs in cudaDeviceSynchronize and 5 µs in cudaMalloc
+    events = [step(1, 0, 100),
+              *launch("aten::add", 0, 2, "k", 1, 10, corr=1, ext=1, grid=[800, 1, 1],
+                      occupancy=80),
+              runtime("cudaMalloc", 12, 5), runtime("cudaDeviceSynchronize", 20, 80)]
+    items, _ = advice(events)
+    rt = items["runtime_bound"]
+    assert rt["share"] == 86.0          # 1 (launch) + 5 + 80 µs of 100
+    assert "86.0% of the step time" in rt["text"]
+    assert "cudaDeviceSynchronize (80 µs), cudaMalloc (5 µs), cudaLaunchKernel (1 µs)" in \
+        rt["evidence"]
+    # ranked first: the generic low-utilization item only keeps the idle time nothing else
+    # explains (90 % idle - 86 % Runtime = 4 %)
+    assert list(items) == ["runtime_bound", "low_utilization"]
+    assert items["low_utilization"]["share"] == 4.0
+
+
+def test_cpu_exec_dominant_names_the_top_host_self_operators():
+    # a CPU-only step: 60 µs aten::conv2d (50 µs of it self), 10 µs in its child aten::add
+    events = [step(1, 0, 100), op("aten::conv2d", 0, 60), op("aten::add", 10, 10),
+              op("aten::relu", 70, 5)]
+    items, _ = advice(events, props=())
+    cpu = items["cpu_bound"]
+    assert cpu["share"] == 65.0
+    assert "aten::conv2d (50 µs), aten::add (10 µs), aten::relu (5 µs)" in cpu["text"]
+
+
+def test_cpu_exec_quiet_when_small():
+    items, _ = advice(busy_gpu([op("aten::relu", 1, 5)]))
+    assert "cpu_bound" not in items
+
+
+def test_other_dominant_says_nothing_was_recorded():
+    items, _ = advice([step(1, 0, 100), op("aten::add", 0, 10)], props=())
+    assert items["other"]["share"] == 90.0 and "no recorded activity" in items["other"]["text"]
+
+
+def test_memcpy_dominant():
+    events = [step(1, 0, 100), op("aten::copy_", 0, 2, ext=1),
+              runtime("cudaMemcpyAsync", 0, 1, corr=1, ext=1),
+              {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)",
+               "ts": 2, "dur": 90, "pid": 0, "tid": 7, "args": {"correlation": 1,
+                                                                "device": 0}}]
+    items, _ = advice(events)
+    assert items["memcpy"]["share"] == 90.0 and "pin_memory=True" in items["memcpy"]["text"]
+
+
+def test_recommend_ranks_by_share_largest_first():
+    # DLRM-like: DataLoader 7.5 %, Communication 38.3 %: communication leads
+    f = Facts(dataloader_share=7.5, communication_share=38.3,
+              shares={"DataLoader": 7.5, "Communication": 38.3, "Kernel": 50.0})
+    assert [it.id for it in recommend(f)] == ["communication", "dataloader"]
+
+
+def test_amp_on_rocm_says_matrix_cores():
+    mi = {"id": 0, "name": "AMD Instinct MI250X", "totalGlobalMem": 1000, "numSms": 110}
+    events = [step(1, 0, 100), op("aten::linear", 0, 10, ext=1),
+              op("aten::mm", 1, 5, ext=2), runtime("hipLaunchKernel", 1, 1, corr=1, ext=2),
+              kernel("Cijk_Ailk_Bljk_SB_MT64x64x8_SN", 0, 90, corr=1, grid=[800, 1, 1])]
+    items, _ = advice(events, props=(mi,))
+    assert "Matrix Cores" in items["amp"]["text"] and "Tensor" not in items["amp"]["text"]
+
+
+@pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+@pytest.mark.parametrize("key,first,covers", [
+    ("param_v100_dlrm_rank0", "communication", {"cpu_bound", "dataloader"}),
+    ("hta_a100_alexnet_nosteps", "runtime_bound", {"low_utilization"}),
+    ("hta_v100_profile_memory", "low_sm_efficiency", {"cpu_bound", "communication"}),
+])
+def test_shared_traces_rank_and_cover(key, first, covers):
+    items = shared_views(key).get("overview", {})["recommendation_items"]
+    shares = [it["share"] for it in items]
+    assert items[0]["id"] == first and shares == sorted(shares, reverse=True)
+    assert covers <= {it["id"] for it in items}

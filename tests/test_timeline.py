@@ -207,6 +207,23 @@ def test_event_details_link_kernel_runtime_op(resnet, monkeypatch):
 
 
 @needs_shared
+def test_steps_carry_their_host_span_and_event():
+    from stepscope.read.reader import read_trace
+    from stepscope.views import build_views
+    from stepscope.views.trace import timeline_of
+
+    a = build_views(read_trace(RESNET0)).analysis
+    steps = timeline_of(a).query(None, None, 1000)["steps"]
+    assert [s[0] for s in steps] == [str(n) for n in range(5, 11)]
+    for (name, start, end, hs, he, hid), k in zip(steps, range(6)):
+        assert (start, end) == (a.steps.start[k] / 1000, a.steps.end[k] / 1000)
+        assert (hs, he) == (a.steps.host_start[k] / 1000, a.steps.host_end[k] / 1000)
+        assert a.trace.name_of(hid) == f"ProfilerStep#{name}"
+        assert a.trace.start[hid] / 1000 == hs
+    assert steps[1][1:5] == [166483.0, 324982.0, 159374.0, 310164.0]   # re-timed: later
+
+
+@needs_shared
 def test_bad_parameters_answer_400(resnet):
     _trace, tl = resnet
     for args in [(5, 5, 100), (10, 5, 100), (None, None, 0), (None, None, 10001),
@@ -233,6 +250,20 @@ def test_host_nesting_depths_and_blocks():
     assert got == [["A", 0.0, 10.0, 0, 1, 0], ["B", 2.0, 3.0, 1, 1, 1],
                    ["C", 5.0, 4.0, 1, 1, 2], ["D", 6.0, 1.0, 2, 1, 3]]
     assert answer["range"] == [0, 25.0] and answer["steps"] == []
+
+
+def test_search_covers_the_whole_trace_by_start_then_id():
+    t = build([op("aten::add", 5, 1), op("aten::addmm", 2, 1), op("aten::mul", 0, 9),
+               op("Add", 2, 1, tid=2), op("aten::ADD_", 50_000, 1)])
+    tl = build_timeline(t)
+    found = tl.search("add")
+    assert found["total"] == 4 and (found["offset"], found["limit"]) == (0, 100)
+    assert [(m["name"], m["start"]) for m in found["matches"]] == [
+        ("aten::addmm", 2.0), ("Add", 2.0), ("aten::add", 5.0), ("aten::ADD_", 50_000.0)]
+    assert found["matches"][1]["lane"] == "host:100:2" and found["matches"][0]["id"] == 1
+    page = tl.search("ADD", offset=1, limit=2)
+    assert page["total"] == 4 and [m["name"] for m in page["matches"]] == ["Add", "aten::add"]
+    assert tl.search("add", offset=9)["matches"] == [] and tl.search("zzz")["total"] == 0
 
 
 def test_partial_overlap_is_clipped_to_the_enclosing_event():
@@ -352,10 +383,14 @@ def test_utilization_of_zero_length_kernels_only_is_zero():
 def test_steps_are_window_filtered():
     t = build([step(1, 0, 10), step(2, 10, 10), op("x", 1, 1), op("y", 12, 1)])
     tl = build_timeline(t)
-    assert tl.query(None, None, 10)["steps"] == [["1", 0.0, 10.0], ["2", 10.0, 20.0]]
-    assert tl.query(10, 12, 10)["steps"] == [["2", 10.0, 20.0]]
+    # [name, start, end, host start, host end, ProfilerStep event id]
+    assert tl.query(None, None, 10)["steps"] == [["1", 0.0, 10.0, 0.0, 10.0, 0],
+                                                 ["2", 10.0, 20.0, 10.0, 20.0, 1]]
+    assert tl.query(10, 12, 10)["steps"] == [["2", 10.0, 20.0, 10.0, 20.0, 1]]
     custom = build_timeline(t, steps=[("1", 0, 15000)])
-    assert custom.query(None, None, 10)["steps"] == [["1", 0.0, 15.0]]
+    assert custom.query(None, None, 10)["steps"] == [["1", 0.0, 15.0, 0.0, 15.0, 0]]
+    retimed = build_timeline(t, steps=[("1", 2000, 15000, 0, 10000)])
+    assert retimed.query(None, None, 10)["steps"] == [["1", 2.0, 15.0, 0.0, 10.0, 0]]
 
 
 def test_event_links_on_a_tiny_trace():

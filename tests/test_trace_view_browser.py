@@ -227,6 +227,63 @@ def test_zoom_pan_keys_url_and_details(browser, kineto_url):
     context.close()
 
 
+def test_search_covers_the_whole_trace_and_steps_through_matches(browser, kineto_url):
+    context, page, watch = open_page(browser, kineto_url)
+    # a 2 ms window near the start: the steps lie mostly outside it
+    page.goto(f"{kineto_url}/?run={WORKERS_0}&worker=worker0&view=Trace&start=0&end=2000")
+    wait_drawn(page)
+    page.fill("#trace-search", "profilerstep#")
+    count = page.locator("#trace-search-count")
+    count.wait_for(timeout=20_000)
+    page.wait_for_function("() => /6 events named like/.test("
+                           "document.querySelector('#trace-search-count').textContent)")
+    assert "whole trace" in count.inner_text() and "block" not in count.inner_text()
+    assert page.locator("#trace-search-results .match").count() == 6
+    page.locator("#trace-search").press("Enter")
+    page.locator("#trace-detail .event-name", has_text="ProfilerStep#5").wait_for(timeout=20_000)
+    page.locator("#trace-search").press("Enter")
+    page.locator("#trace-detail .event-name", has_text="ProfilerStep#6").wait_for(timeout=20_000)
+    assert page.locator("#trace-search-position").inner_text() == "2 of 6"
+    win = wait_window(page, "w => w.end > 2000")     # the view moved to the match
+    step6 = page.evaluate("() => window.__stepscopeTrace.lastAnswer.steps")
+    assert any(s[0] == "6" for s in step6), (win, step6)
+    page.locator("#trace-search").press("Shift+Enter")
+    page.locator("#trace-detail .event-name", has_text="ProfilerStep#5").wait_for(timeout=20_000)
+    assert page.locator("#trace-search-position").inner_text() == "1 of 6"
+    shot(page, "search_whole_trace")
+    watch.assert_clean()
+    context.close()
+
+
+def test_steps_band_explains_attribution_and_is_clickable(browser, kineto_url):
+    context, page, watch = open_page(browser, kineto_url)
+    page.goto(f"{kineto_url}/?run={WORKERS_0}&worker=worker0&view=Trace")
+    wait_drawn(page)
+    step = next(s for s in hook(page, ".lastAnswer.steps") if s[0] == "6")
+    name, start, end, host_start, host_end, host_id = step
+    assert start > host_start and end > host_end and host_id is not None   # SPEC §2.1 re-timing
+    xy = page.evaluate("""(t) => { const h = window.__stepscopeTrace, w = h.window, p = h.plot;
+        return {x: p.gutter + (t - w.start) / (w.end - w.start) * (p.width - p.gutter), y: 20 + 9}; }""",
+                       (start + end) / 2)
+    box = page.locator("#trace-canvas").bounding_box()
+    page.mouse.move(box["x"] + xy["x"], box["y"] + xy["y"])
+    tip = page.locator(".trace-tooltip")
+    tip.wait_for(state="visible", timeout=5_000)
+    text = tip.inner_text()
+    assert "Step 6" in text and "ProfilerStep#6 on the host" in text
+    assert "GPU work belongs to the step that launched it" in text
+    page.mouse.click(box["x"] + xy["x"], box["y"] + xy["y"])
+    card = page.locator("#trace-detail.trace-step")
+    card.wait_for(timeout=5_000)
+    assert card.get_attribute("data-step") == "6"
+    shot(page, "step_detail")
+    card.locator("button", has_text="ProfilerStep#6 event").click()
+    page.locator("#trace-detail .event-name", has_text="ProfilerStep#6").wait_for(timeout=20_000)
+    assert query(page)["event"] == str(host_id)
+    watch.assert_clean()
+    context.close()
+
+
 def test_unknown_event_in_url_and_odd_window(browser, kineto_url):
     context, page, watch = open_page(browser, kineto_url)
     page.goto(f"{kineto_url}/?run={WORKERS_0}&worker=worker0&view=Trace&start=50&end=50&event=99999999")

@@ -65,12 +65,13 @@ export function helpIcon(text) {
 }
 
 /**
- * Text with line-break opportunities (<wbr>) after "," "(" "<" and "_" so long C++ names
- * wrap at sensible places instead of mid-word. Built from text nodes: never parsed.
+ * Text with line-break opportunities (<wbr>) after "::", ",", "(", "<" and "/" so long C++
+ * names wrap between identifiers, never inside one ("aten::|convolution_backward", not
+ * "convolution_|backward"). Built from text nodes: never parsed.
  */
 export function breakable(text) {
   const frag = document.createDocumentFragment();
-  for (const part of String(text).split(/(?<=[,(<_])/)) {
+  for (const part of String(text).split(/(?<=::|[,(</])/)) {
     if (frag.childNodes.length) frag.appendChild(document.createElement("wbr"));
     frag.appendChild(document.createTextNode(part));
   }

@@ -134,16 +134,50 @@ export function collapseTemplates(name, depth = 1) {
 }
 
 /**
- * A span id as shown in the span selector: epoch-millisecond ids (what
- * tensorboard_trace_handler writes) get their date: "1623143089861 (2021-06-08 09:04 UTC)".
+ * "kineto_resnet50/resnet50_num_workers_0" -> "kineto_resne…_num_workers_0" (at most `max`
+ * characters): the ellipsis in the middle keeps the end, where names that share a prefix
+ * differ (`_0` vs `_4`, `rank-3` vs `rank-4`).
+ */
+export function middleEllipsis(name, max = 32) {
+  const s = String(name ?? "");
+  if (s.length <= max) return s;
+  const tail = Math.floor((max - 1) / 2);
+  return `${s.slice(0, max - 1 - tail)}…${s.slice(s.length - tail)}`;
+}
+
+/** Epoch time of a span id, in ms, when it looks like one (10/13/16/19 digits = s/ms/µs/ns
+ * since 1970, years 2000-2099; tensorboard_trace_handler writes ms or ns); else null. */
+export function spanTime(span) {
+  const s = String(span);
+  const scale = { 10: 1e-3, 13: 1, 16: 1e3, 19: 1e6 }[s.length];
+  if (!scale || !/^\d+$/.test(s)) return null;
+  // the top digits only: 19-digit ids exceed Number's exact range (ms precision is enough)
+  const ms = Number(s.slice(0, s.length - Math.round(Math.log10(scale)))) || 0;
+  const year = new Date(ms).getUTCFullYear();
+  return year >= 2000 && year < 2100 ? ms : null;
+}
+
+/**
+ * A span id as the dashboard shows it: a time-stamp id becomes its capture time,
+ * "1623143089861" -> "2021-06-08 09:04:49 UTC" (the raw id goes in a tooltip, see
+ * spanTitle); other ids ("1102", "default") are shown as they are.
  */
 export function spanLabel(span) {
-  const s = String(span);
-  if (/^\d{13}$/.test(s)) {
-    const d = new Date(Number(s));
-    if (d.getUTCFullYear() >= 2000 && d.getUTCFullYear() < 2100) {
-      return `${s} (${d.toISOString().slice(0, 16).replace("T", " ")} UTC)`;
-    }
-  }
-  return s;
+  const ms = spanTime(span);
+  if (ms === null) return String(span);
+  return `${new Date(ms).toISOString().slice(0, 19).replace("T", " ")} UTC`;
+}
+
+/** Labels of a worker's spans: capture times, with milliseconds where two fall in one second. */
+export function spanLabels(spans) {
+  const labels = spans.map(spanLabel);
+  return labels.map((l, i) => {
+    if (labels.indexOf(l) === labels.lastIndexOf(l) || spanTime(spans[i]) === null) return l;
+    return `${new Date(spanTime(spans[i])).toISOString().slice(0, 23).replace("T", " ")} UTC`;
+  });
+}
+
+/** Hover text of a span: "span 1623143089861 (captured 2021-06-08 09:04:49 UTC)". */
+export function spanTitle(span) {
+  return spanTime(span) === null ? `span ${span}` : `span ${span} (captured ${spanLabel(span)})`;
 }

@@ -44,3 +44,9 @@ export function emptyState(title, detail = "") {
   return el("div", { className: "empty-state" }, el("div", { className: "empty-title" }, title),
     detail ? el("div", { className: "muted" }, detail) : null);
 }
+
+/** What a GPU trace adds and how to record one (the empty states of CPU-only traces). */
+export const GPU_HINT = "A GPU trace adds the GPU summary (utilization, SM efficiency, occupancy, "
+  + "tensor-core share), the Kernel view, GPU lanes in the timeline and device time per operator. "
+  + "Record one on a machine with a GPU with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] "
+  + "in torch.profiler.profile (see the README, \u201cProfile your own job\u201d).";

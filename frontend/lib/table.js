@@ -39,7 +39,8 @@ function cell(row, col) {
  * options: columns [{key, label, kind: "text"|"code"|"count"|"duration"|"percent"|"number"|"bool",
  *   help?, shorten? (max chars, full text on hover), width? (CSS min-width), format?(value)
  *   (display text instead of the kind's), cellClass?(value) (extra class names)}], rows, searchKeys,
- *   state {search, sort, dir}, onStateChange(patch) (to mirror search/sort into the URL),
+ *   state {search, sort, dir, page (1-based)}, onStateChange(patch) (to mirror search/sort/page
+ *   into the URL; page 1 is written as null),
  *   rowKey(row), expandable(row), renderDetail(row) -> Promise<Node>, noun ("operators"),
  *   pageSize, onRowClick(row) (rows become clickable), rowClass(row) -> extra class names,
  *   csvName (file name of the CSV download; default `${noun}.csv`),
@@ -56,7 +57,8 @@ export function createTable(options) {
     rowClass = () => "" } = options;
   let rows = options.rows ?? [];
   const st = { search: options.state?.search ?? "", sort: options.state?.sort ?? "",
-    dir: options.state?.dir === "asc" ? "asc" : "desc", page: 0,
+    dir: options.state?.dir === "asc" ? "asc" : "desc",
+    page: Math.max(0, Math.floor(Number(options.state?.page) || 1) - 1),
     pageSize: options.pageSize ?? 25 };
   if (st.sort && !columns.some((c) => c.key === st.sort)) st.sort = "";
   const expanded = new Set();
@@ -81,7 +83,7 @@ export function createTable(options) {
   search.addEventListener("input", () => {
     st.search = search.value;
     st.page = 0;
-    onStateChange?.({ search: st.search });
+    onStateChange?.({ search: st.search, page: null });
     clearTimeout(typing); // a server-side table asks once typing pauses
     if (options.fetchPage) typing = setTimeout(render, 200);
     else render();
@@ -94,7 +96,7 @@ export function createTable(options) {
       st.dir = NUMERIC.has(col.kind) ? "desc" : "asc";
     }
     st.page = 0;
-    onStateChange?.({ sort: st.sort, dir: st.dir });
+    onStateChange?.({ sort: st.sort, dir: st.dir, page: null });
     render();
   }
 
@@ -151,9 +153,13 @@ export function createTable(options) {
 
   function pagerControls(view) {
     const size = el("select", { "aria-label": "Rows per page",
-      on: { change: () => { st.pageSize = Number(size.value); st.page = 0; render(); } } },
+      on: { change: () => { st.pageSize = Number(size.value); go(0); } } },
     PAGE_SIZES.map((n) => el("option", { value: String(n), selected: n === st.pageSize }, String(n))));
-    const go = (p) => { st.page = p; render(); };
+    const go = (p) => {
+      st.page = p;
+      render();
+      onStateChange?.({ page: st.page > 0 ? String(st.page + 1) : null });
+    };
     const range = view.matched ? `${formatCount(view.start + 1)}–${formatCount(view.end)} of ${formatCount(view.matched)}` : "0 of 0";
     setChildren(pager,
       el("label", {}, "Rows per page ", size),
@@ -222,6 +228,7 @@ export function createTable(options) {
     },
     /** Back to the first page and ask again (a server-side table's filter changed). */
     reload() {
+      if (st.page !== 0) onStateChange?.({ page: null });
       st.page = 0;
       render();
     },

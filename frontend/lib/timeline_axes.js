@@ -1,6 +1,7 @@
 // The timeline's frame, painted over the lanes: the time axis and the step band on top,
 // lane names in the left gutter (folded lanes marked), a scrollbar when the lanes do not
 // fit. Shared drawing constants live here too. Trace strings are canvas text only.
+import { formatBytes } from "./format.js";
 import { LANE_PAD, ROW_H, counterMax } from "./timeline_layout.js";
 import { ticks } from "./timeline_window.js";
 
@@ -79,12 +80,26 @@ export function drawGutter(ctx, scene) {
   ctx.fillRect(scene.gutter - 1, 0, 1, scene.height);
 }
 
-/** "max 97%" for utilization counters, "max 1.2e9" otherwise. */
+/** The unit of a counter lane's values: the API's `unit`, else guessed from its name. */
+export function counterUnit(lane) {
+  if (lane.unit) return lane.unit;
+  if (/utili[sz]ation/i.test(lane.name)) return "ratio";
+  return /memory/i.test(lane.name) ? "bytes" : "";
+}
+
+/** A counter value with its unit: 0.97 -> "97.0%" (ratio), 2e9 -> "1.86 GiB" (bytes). */
+export function counterValue(lane, v, digits = 1) {
+  const unit = counterUnit(lane);
+  if (unit === "ratio") return `${(v * 100).toFixed(digits)}%`;
+  if (unit === "bytes") return formatBytes(v);
+  return `${Number(Number(v).toPrecision(6))}`;
+}
+
+/** "max 97%" for utilization counters, "max 1.86 GiB" for memory. */
 export function counterLabel(lane) {
   const max = counterMax(lane.points);
   if (!lane.points?.length) return "";
-  if (/utili[sz]ation/i.test(lane.name) && max <= 1) return `max ${(max * 100).toFixed(0)}%`;
-  return `max ${max >= 1e4 ? max.toExponential(2) : Number(max.toPrecision(4))}`;
+  return `max ${counterValue(lane, max, 0)}`;
 }
 
 /** The time axis (ticks labelled in the window's unit) and the band of steps. */

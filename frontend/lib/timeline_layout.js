@@ -139,23 +139,6 @@ export function matchingNames(names, query) {
   return out;
 }
 
-/**
- * Blocks of `answer` whose name contains `query`, by start time, at most `limit`:
- * {total, matches: [{lane: {id, name}, block, name}]}.
- */
-export function searchBlocks(answer, query, limit = 200) {
-  const hits = matchingNames(answer?.names ?? [], query);
-  if (!hits || !hits.size) return { total: 0, matches: [] };
-  const all = [];
-  for (const lane of answer.lanes ?? []) {
-    for (const b of lane.blocks ?? []) {
-      if (hits.has(b[B_NAME])) all.push({ lane: { id: lane.id, name: lane.name }, block: b, name: answer.names[b[B_NAME]] });
-    }
-  }
-  all.sort((a, b) => a.block[B_START] - b.block[B_START]);
-  return { total: all.length, matches: all.slice(0, limit) };
-}
-
 /** Largest value of a counter lane's points (for its y scale); 1 when it has none above 0. */
 export function counterMax(points) {
   let m = 0;

@@ -1,6 +1,7 @@
 // Small DOM pieces of the Trace view: the hover tooltip, the search results list and the
 // toolbar's window readout. Text only (textContent): trace names are never parsed as HTML.
 import { el, setChildren } from "./dom.js";
+import { counterValue } from "./timeline_axes.js";
 import { formatCount, formatDuration, shortenName } from "./format.js";
 import { B_COUNT, B_DUR, B_NAME, B_START } from "./timeline_layout.js";
 import { formatTime, formatTimeAt } from "./timeline_window.js";
@@ -18,13 +19,38 @@ export function blockTip(answer, box, block) {
   ];
 }
 
+/**
+ * What a step of the Steps band stands for: [name, start, end, hostStart, hostEnd, hostId]
+ * (µs). The band shows the step as the breakdown counts it (SPEC §2.1), which differs from
+ * its ProfilerStep#N host span: each step's GPU work is charged to it, so it starts where
+ * the previous step's GPU work ends and ends with its own.
+ */
+export function stepLines(step) {
+  const [name, s, e, hs = s, he = e, hostId = null] = step;
+  const span = (a, b) => `${formatTime(a)} – ${formatTime(b)} (${formatDuration(b - a)})`;
+  const lines = [
+    { text: `Step ${name}`, className: "tip-name" },
+    { text: `Step time: ${span(s, e)}` },
+    { text: `ProfilerStep#${name} on the host: ${span(hs, he)}` },
+  ];
+  if (Math.abs(s - hs) > 1e-3 || Math.abs(e - he) > 1e-3) {
+    lines.push({ text: `The step is counted from ${s > hs ? "the end of the previous step's GPU work" : "its host start"} `
+      + `to ${e > he ? "the end of the GPU work it launched" : "its host end"}: GPU work belongs to the step `
+      + `that launched it, so this bar ${s > hs ? `starts ${formatDuration(s - hs)} after` : "starts with"} ProfilerStep#${name}`
+      + `${e > he ? ` and ends ${formatDuration(e - he)} after it` : ""}.`, className: "muted step-why" });
+  } else {
+    lines.push({ text: "Same span as its ProfilerStep host event.", className: "muted step-why" });
+  }
+  if (hostId === null) lines.push({ text: "(No ProfilerStep event in this trace: the whole trace is one step.)", className: "muted" });
+  return lines;
+}
+
 /** Lines of the tooltip of a counter lane at a point [t, value]. */
 export function counterTip(box, point) {
   const [t, v] = point;
-  const util = /utili[sz]ation/i.test(box.lane.name) && v <= 1;
   return [
     { text: box.lane.name, className: "tip-name" },
-    { text: util ? `${(v * 100).toFixed(1)}%` : `${Number(v.toPrecision(6))}` },
+    { text: counterValue(box.lane, v) },
     { text: `at ${formatTime(t)}`, className: "muted" },
   ];
 }
@@ -50,27 +76,6 @@ export function showTip(node, lines, x, y, w, h) {
   const top = y + 16 + th > h ? Math.max(0, y - 8 - th) : y + 16;
   node.style.left = `${left}px`;
   node.style.top = `${top}px`;
-}
-
-/**
- * The search results card: {total, matches} from searchBlocks; `onPick(match)` on a click.
- * Null when there is no query.
- */
-export function searchResults(query, result, onPick, onRefresh) {
-  if (!query) return null;
-  const { total, matches } = result;
-  const head = total === 0 ? `No block named like “${query}” in the shown window.`
-    : `${formatCount(total)} ${total === 1 ? "block" : "blocks"} in the shown window${total > matches.length ? ` (first ${matches.length} listed)` : ""}.`;
-  return el("section", { className: "card trace-search", id: "trace-search-results" },
-    el("div", { className: "card-head" }, el("h2", {}, "Search"),
-      el("button", { type: "button", className: "button", title: "Search the window shown now",
-        on: { click: onRefresh } }, "Search this window")),
-    el("div", { className: "muted" }, head),
-    matches.length ? el("ol", { className: "match-list" }, matches.map((m) => el("li", {},
-      el("button", { type: "button", className: "match", title: m.name, on: { click: () => onPick(m) } },
-        el("span", { className: "match-name" }, shortenName(m.name, 70)),
-        el("span", { className: "muted" }, ` ${formatTime(m.block[B_START])} · ${
-          m.block[B_COUNT] > 1 ? `${formatCount(m.block[B_COUNT])} events` : formatDuration(m.block[B_DUR])}`))))) : null);
 }
 
 /** "100.000 ms – 102.000 ms (2.000 ms shown of 928.952 ms)". */

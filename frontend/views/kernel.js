@@ -3,7 +3,8 @@
 // (SPEC §2.5).
 import { drawPie } from "../lib/charts.js";
 import { card, el, setChildren } from "../lib/dom.js";
-import { emptyState, errorPanel, loadingLine } from "../lib/status.js";
+import { formatDuration, formatPercent } from "../lib/format.js";
+import { GPU_HINT, emptyState, errorPanel, loadingLine } from "../lib/status.js";
 import { createTable } from "../lib/table.js";
 import { chartTableRows } from "../lib/table_model.js";
 
@@ -64,9 +65,44 @@ function pieCard(title, id, promise, empty, options, retitle) {
   return section;
 }
 
+/**
+ * {used, total, share, core} from kernel/tc_pie's rows ("Using Tensor Cores" /
+ * "Not Using ..."), or null when it has no kernel time.
+ */
+export function coreShare(rows) {
+  let used = 0;
+  let total = 0;
+  for (const [name, value] of rows ?? []) {
+    const v = Number(value) || 0;
+    total += v;
+    if (/^using/i.test(String(name))) used += v;
+  }
+  return total > 0 ? { used, total, share: (100 * used) / total, core: coreName(rows) } : null;
+}
+
+/** One line and a bar instead of a pie: "Tensor Cores: 12.3% of kernel time (1.2 ms of 9.8 ms)". */
+function coreCard(promise) {
+  const body = el("div", { className: "core-share", id: "tc-share" }, loadingLine("Loading…"));
+  const section = card("Tensor Core usage", body);
+  promise.then((answer) => {
+    const s = coreShare(answer?.total?.rows);
+    if (!s) {
+      setChildren(body, el("p", { className: "muted" }, "Tensor Core usage is unknown for this trace."));
+      return;
+    }
+    section.querySelector("h2").textContent = `${s.core} usage`;
+    setChildren(body,
+      el("div", { className: "core-figure" }, el("strong", {}, formatPercent(s.share, 1)),
+        ` of kernel time in ${s.core} kernels (${formatDuration(s.used)} of ${formatDuration(s.total)})`),
+      el("div", { className: "core-bar", role: "img", "aria-label": `${formatPercent(s.share, 1)} ${s.core}` },
+        el("span", { style: { width: `${Math.min(100, Math.max(0, s.share))}%` } })));
+  }).catch((err) => setChildren(body, errorPanel(err)));
+  return section;
+}
+
 function groupSelect(ctx, groupBy) {
   return el("label", { className: "inline-control" }, "Group by ",
-    el("select", { id: "kernel-group-by", on: { change: (e) => { ctx.update({ kernel_group_by: e.target.value, search: null, sort: null, dir: null }); ctx.rerender(); } } },
+    el("select", { id: "kernel-group-by", on: { change: (e) => { ctx.update({ kernel_group_by: e.target.value, search: null, sort: null, dir: null, page: null }); ctx.rerender(); } } },
       Object.entries(GROUPS).map(([v, label]) => el("option", { value: v, selected: v === groupBy }, label))));
 }
 
@@ -81,7 +117,7 @@ export async function render(root, ctx) {
   const { columns, rows } = chartTableRows(body?.data);
   if (!rows.length) {
     setChildren(root, card("Kernels", emptyState("This trace has no GPU kernels",
-      "The profile recorded host activity only (CPU run, or ProfilerActivity.CUDA was not enabled).")));
+      `The profile recorded host activity only (CPU run, or ProfilerActivity.CUDA was not enabled). ${GPU_HINT}`)));
     return;
   }
   const nameKey = columns[0]?.key ?? "name";
@@ -94,12 +130,7 @@ export async function render(root, ctx) {
       rowKey: (r) => JSON.stringify(columns.filter((c) => c.type !== "number").map((c) => r[c.key] ?? r[nameKey])),
     }).element);
   tableCard.id = "kernel-table";
-  const pies = el("div", { className: "pie-row" },
-    pieCard("Time per kernel", "kernel-pie", kernelPie,
-      ["No kernel time", "No kernel ran for a measurable time."]),
-    pieCard("Tensor Core usage", "tc-pie", tcPie,
-      ["No Tensor Core data", "Tensor Core usage is unknown for this trace."],
-      { colorOf: (name) => (/^using/i.test(name) ? "#59a14f" : "#bab0ac") },
-      (rows) => `${coreName(rows)} usage`));
-  setChildren(root, el("div", { className: "stack-layout" }, tableCard, pies));
+  const pie = pieCard("Time per kernel", "kernel-pie", kernelPie,
+    ["No kernel time", "No kernel ran for a measurable time."]);
+  setChildren(root, el("div", { className: "stack-layout" }, tableCard, coreCard(tcPie), pie));
 }

@@ -167,7 +167,7 @@ export async function render(root, ctx) {
   allocCard.id = "memory-events";
   const statsBox = el("div", {}, loadingLine("Loading operators…"));
   const groupSel = el("label", { className: "inline-control" }, "Group by ",
-    el("select", { id: "memory-group-by", on: { change: (e) => { ctx.update({ mem_group_by: e.target.value, stats_search: null, stats_sort: null, stats_dir: null }); ctx.rerender(); } } },
+    el("select", { id: "memory-group-by", on: { change: (e) => { ctx.update({ mem_group_by: e.target.value, stats_search: null, stats_sort: null, stats_dir: null, stats_page: null }); ctx.rerender(); } } },
       Object.entries(GROUPS).map(([v, label]) => el("option", { value: v, selected: v === groupBy }, label))));
   const statsCard = card("Memory per operator", el("div", { className: "card-tools" }, groupSel), statsBox);
   statsCard.id = "memory-stats";
@@ -272,7 +272,8 @@ export async function render(root, ctx) {
       columns: statsColumns(columns), rows, noun: "operators",
       searchKeys: columns.filter((c) => c.type !== "number").map((c) => c.key),
       searchPlaceholder: "Search operators…",
-      state: { search: ctx.state.stats_search, sort: ctx.state.stats_sort, dir: ctx.state.stats_dir },
+      state: { search: ctx.state.stats_search, sort: ctx.state.stats_sort, dir: ctx.state.stats_dir,
+        page: ctx.state.stats_page },
       onStateChange: (p) => ctx.update(Object.fromEntries(Object.entries(p).map(([k, v]) => [`stats_${k}`, v]))),
       rowKey: (r) => JSON.stringify(columns.filter((c) => c.type !== "number").map((c) => r[c.key])),
     });

@@ -7,6 +7,7 @@ import { formatDuration } from "../lib/format.js";
 import { emptyState, errorPanel, loadingLine } from "../lib/status.js";
 import { createTable } from "../lib/table.js";
 import { buildQuery } from "../lib/urlstate.js";
+import { coreName } from "./kernel.js";
 
 export const GROUPS = { Operation: "Operator", OperationAndInputShape: "Operator + input shape" };
 export const PIES = {
@@ -22,7 +23,7 @@ const DURATIONS = [
 ];
 
 /** Table columns for the operator rows present (device columns only when there is GPU time). */
-export function operatorColumns(rows, groupBy) {
+export function operatorColumns(rows, groupBy, core = "Tensor Core") {
   const has = (k) => rows.some((r) => r[k] !== undefined && r[k] !== null);
   const gpu = rows.some((r) => Number(r.device_total_duration) > 0 || Number(r.device_self_duration) > 0);
   const cols = [{ key: "name", label: "Operator", kind: "text", shorten: 80, width: "16em" }];
@@ -33,11 +34,12 @@ export function operatorColumns(rows, groupBy) {
   for (const [key, label, help] of DURATIONS) {
     if (has(key) && (gpu || !key.startsWith("device"))) cols.push({ key, label, kind: "duration", help });
   }
-  // tc_*_ratio are percentages (0-100) in the API.
-  if (gpu && has("tc_eligible")) cols.push({ key: "tc_eligible", label: "TC eligible", kind: "bool",
-    help: "Tensor Core eligible: operators that can run on Tensor Cores (convolutions, matrix multiplies, attention)." });
-  if (gpu && has("tc_self_ratio")) cols.push({ key: "tc_self_ratio", label: "TC self", kind: "percent",
-    help: "Share of this operator's own device time spent in Tensor Core kernels." });
+  // tc_*_ratio are percentages (0-100) in the API. `core`: "Matrix Core" on ROCm (AMD's MFMA units).
+  const abbr = core === "Matrix Core" ? "MC" : "TC";
+  if (gpu && has("tc_eligible")) cols.push({ key: "tc_eligible", label: `${abbr} eligible`, kind: "bool",
+    help: `${core} eligible: operators that can run on ${core}s (convolutions, matrix multiplies, attention).` });
+  if (gpu && has("tc_self_ratio")) cols.push({ key: "tc_self_ratio", label: `${abbr} self`, kind: "percent",
+    help: `Share of this operator's own device time spent in ${core} kernels.` });
   // (tc_total_ratio is left out: with TC self it made the table too wide to read)
   return cols;
 }
@@ -69,11 +71,15 @@ async function stackDetail(ctx, groupBy, row) {
     el("pre", { className: "stack-frames" }, stackFrames(s.call_stack).join("\n") || "(empty call stack)"))));
 }
 
-function pieSection(ctx, pies) {
+function pieSection(ctx, pies, groupBy) {
   const available = Object.keys(PIES).filter((k) => pies?.[k]?.rows?.length);
   const box = el("div", { className: "chart pie-chart", id: "operator-pie" });
   const buttons = el("div", { className: "segmented", role: "group", "aria-label": "Pie" });
-  const section = card("Operator time", buttons, box);
+  // by input shape, hundreds of (operator, shape) pairs made one grey "Other" slice: the
+  // pie stays by operator, the table below lists the shapes
+  const note = groupBy === "OperationAndInputShape"
+    ? el("p", { className: "muted pie-note" }, "The pie groups by operator; the table lists each input shape.") : null;
+  const section = card("Operator time", buttons, note, box);
   if (!available.length) {
     setChildren(box, emptyState("No operator time", "This trace has no host operators."));
     return section;
@@ -94,7 +100,7 @@ function pieSection(ctx, pies) {
 
 function groupSelect(ctx, groupBy) {
   return el("label", { className: "inline-control" }, "Group by ",
-    el("select", { id: "op-group-by", on: { change: (e) => { ctx.update({ op_group_by: e.target.value, search: null, sort: null, dir: null }); ctx.rerender(); } } },
+    el("select", { id: "op-group-by", on: { change: (e) => { ctx.update({ op_group_by: e.target.value, search: null, sort: null, dir: null, page: null }); ctx.rerender(); } } },
       Object.entries(GROUPS).map(([v, label]) => el("option", { value: v, selected: v === groupBy }, label))));
 }
 
@@ -103,17 +109,21 @@ export async function render(root, ctx) {
   const groupBy = ctx.state.op_group_by in GROUPS ? ctx.state.op_group_by : "Operation";
   setChildren(root, loadingLine("Loading operators…"));
   const [pies, table] = await Promise.all([
-    ctx.client.get("operation", { group_by: groupBy }),
+    ctx.client.get("operation", { group_by: "Operation" }),
     ctx.client.get("operation/table", { group_by: groupBy }),
   ]);
   if (!ctx.alive()) return;
   const rows = Array.isArray(table) ? table : table?.data ?? [];
+  // ROCm traces name their tensor-core share "Matrix Cores" (kernel/tc_pie's rows)
+  const core = rows.some((r) => r.tc_eligible !== undefined)
+    ? coreName((await ctx.client.get("kernel/tc_pie").catch(() => null))?.total?.rows) : "Tensor Core";
+  if (!ctx.alive()) return;
   const tableCard = card("Operators", el("div", { className: "card-tools" }, groupSelect(ctx, groupBy)));
   if (!rows.length) {
     tableCard.append(emptyState("No operators", "This span has no host operators (cpu_op events)."));
   } else {
     tableCard.append(createTable({
-      columns: operatorColumns(rows, groupBy), rows, noun: "operators",
+      columns: operatorColumns(rows, groupBy, core), rows, noun: "operators",
       searchKeys: ["name", "input_shape"], searchPlaceholder: "Search operators or shapes…",
       state: ctx.state, onStateChange: (patch) => ctx.update(patch),
       rowKey: (r) => `${r.name}\u0000${r.input_shape ?? ""}${r.kind ? `\u0000${r.kind}` : ""}`,
@@ -121,5 +131,5 @@ export async function render(root, ctx) {
       renderDetail: rows.some((r) => r.has_call_stack) ? (r) => stackDetail(ctx, groupBy, r) : null,
     }).element);
   }
-  setChildren(root, el("div", { className: "stack-layout" }, pieSection(ctx, pies), tableCard));
+  setChildren(root, el("div", { className: "stack-layout" }, pieSection(ctx, pies, groupBy), tableCard));
 }

@@ -3,7 +3,7 @@
 import { CATEGORY_COLORS, drawStepChart } from "../lib/charts.js";
 import { card, el, helpIcon, safeLink, setChildren } from "../lib/dom.js";
 import { formatBytes, formatDuration, formatPercent, formatValue } from "../lib/format.js";
-import { emptyState, errorPanel, loadingLine } from "../lib/status.js";
+import { GPU_HINT, emptyState, errorPanel, loadingLine } from "../lib/status.js";
 
 const CATEGORY_HELP = {
   Kernel: "GPU kernels, except communication kernels.",
@@ -44,6 +44,7 @@ export function stepSeries(table) {
  * "compute capability 8.0"; "" when unknown. */
 export function gpuArch(g) {
   if (g?.arch) return String(g.arch);
+  if (/\b(AMD|Instinct|Radeon)\b/i.test(String(g?.name ?? ""))) return ""; // no CUDA capability
   return g?.compute_capability ? `compute capability ${g.compute_capability}` : "";
 }
 
@@ -57,7 +58,7 @@ function gpuCards(overview) {
     const utils = envs.filter((e) => /^GPU Utilization of/.test(e.title));
     return card("GPU Summary", envRow, utils.length ? el("div", { className: "metric-grid" },
       utils.map((e) => metricCard(e.title, String(e.value), "Share of the steps' time in which the GPU ran a kernel.")))
-      : emptyState("No GPU activity", "This trace has no GPU kernels: the time is all on the host."));
+      : emptyState("No GPU activity", `This trace has no GPU kernels: the time is all on the host. ${GPU_HINT}`));
   }
   return card("GPU Summary", envRow, gpus.map((g) => el("div", { className: "gpu" },
     el("div", { className: "gpu-head" },

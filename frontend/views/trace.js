@@ -12,10 +12,12 @@ import { errorPanel, loadingLine, progressPanel } from "../lib/status.js";
 import { buildQuery } from "../lib/urlstate.js";
 import { detailPanel } from "../lib/timeline_detail.js";
 import { KEY_PAN, KEY_ZOOM, bindInput } from "../lib/timeline_input.js";
-import { B_COUNT, B_DEPTH, B_DUR, B_ID, B_START, boxOf, searchBlocks } from "../lib/timeline_layout.js";
+import { B_COUNT, B_DEPTH, B_DUR, B_ID, B_START, boxOf } from "../lib/timeline_layout.js";
 import { createLoader } from "../lib/timeline_loader.js";
 import { createScene } from "../lib/timeline_scene.js";
-import { blockTip, counterTip, laneTip, searchResults, showTip, windowText } from "../lib/timeline_widgets.js";
+import { createSearch } from "../lib/timeline_search.js";
+import { AXIS_H, HEADER_H } from "../lib/timeline_axes.js";
+import { blockTip, counterTip, laneTip, showTip, stepLines, windowText } from "../lib/timeline_widgets.js";
 import { MIN_SPAN, clampWindow, panBy, roundTime, windowAround, windowFromState, windowToState, zoomAt,
 } from "../lib/timeline_window.js";
 
@@ -35,7 +37,9 @@ export async function render(root, ctx) {
   const status = el("div", { className: "trace-status" });
   const readout = el("span", { className: "trace-readout muted" });
   const search = el("input", { type: "search", className: "trace-search-input", id: "trace-search",
-    placeholder: "Search names…", "aria-label": "Search event names", value: ctx.state.search ?? "" });
+    placeholder: "Search the whole trace…", "aria-label": "Search event names in the whole trace",
+    title: "Events whose name contains this text, in the whole trace. Enter: next match, Shift+Enter: previous",
+    value: ctx.state.search ?? "" });
   const below = el("div", { className: "trace-below" });
   const tool = (text, title, fn) => el("button", { type: "button", className: "button", title, on: { click: fn } }, text);
   const toolbar = el("div", { className: "card-tools trace-tools" }, search,
@@ -53,7 +57,11 @@ export async function render(root, ctx) {
   let userMoved = false; // the URL gets start/end once the user moved
   let detailCtl = null;
   let detailNode = null; // the cards under the timeline: selected event, search results
-  let searchNode = null;
+  const finder = createSearch({
+    fetchPage: (q, offset, limit) => api("trace/search", { q, offset, limit }),
+    onJump: (m) => selectEvent(m.id, { brief: m, jump: true }),
+    onError: (err) => { finder.node = errorPanel(err, "Search failed"); showBelow(); },
+  });
   const life = new AbortController();
   const scene = createScene(canvas, wrap, { getWindow: () => win, onPaint: (s, w) => {
     Object.assign(hook, { drawn: s.drawn, paintMs: s.paintMs, window: { ...w }, plot: { ...s.size } });
@@ -104,8 +112,14 @@ export async function render(root, ctx) {
   sizes.observe(wrap);
   life.signal.addEventListener("abort", () => { loader.cancel(); sizes.disconnect(); });
   const watch = setInterval(() => { if (!ctx.alive() || !canvas.isConnected) { clearInterval(watch); life.abort(); } }, 1000);
-  search.addEventListener("input", debounce(() => applySearch(true), 200), { signal: life.signal });
-  search.addEventListener("keydown", (e) => { if (e.key === "Enter") applySearch(true, true); }, { signal: life.signal });
+  search.addEventListener("input", debounce(() => applySearch(true), 300), { signal: life.signal });
+  search.addEventListener("keydown", (e) => {
+    if (e.key !== "Enter") return;
+    e.preventDefault();
+    if (finder.state.q !== search.value.trim()) applySearch(true).then(() => finder.step(1));
+    else finder.step(e.shiftKey ? -1 : 1);
+  }, { signal: life.signal });
+  hook.search = finder.state;
   applySearch(false);
   if (ctx.state.event !== undefined) selectEvent(Number(ctx.state.event), { jump: !urlWin });
 
@@ -182,10 +196,20 @@ export async function render(root, ctx) {
   }
 
   // -- pointer --------------------------------------------------------------------------------------------
+  /** The step of the Steps band under (x, y), or null. */
+  function stepAt(x, y) {
+    if (y < AXIS_H || y >= HEADER_H || x < scene.size.gutter || !win) return null;
+    const t = win.start + ((x - scene.size.gutter) / scene.plotW()) * (win.end - win.start);
+    return (scene.answer?.steps ?? []).find(([, s, e]) => s <= t && t < e) ?? null;
+  }
+
   function onHover(x, y) {
     let lines = null;
     scene.hover = null;
-    if (x < scene.size.gutter) {
+    const step = stepAt(x, y);
+    if (step) {
+      lines = [...stepLines(step), { text: "Click for details", className: "muted" }];
+    } else if (x < scene.size.gutter) {
       const box = scene.laneAt(y);
       lines = box ? laneTip(box) : null;
     } else {
@@ -194,11 +218,16 @@ export async function render(root, ctx) {
       lines = hit?.block ? blockTip(scene.answer, hit.box, hit.block) : hit?.point ? counterTip(hit.box, hit.point) : null;
     }
     showTip(tip, lines, x, y, scene.size.width, scene.size.height);
-    canvas.style.cursor = scene.hover ? "pointer" : "";
+    canvas.style.cursor = scene.hover || step ? "pointer" : "";
     scene.invalidate();
   }
 
   function onClick(x, y) {
+    const step = stepAt(x, y);
+    if (step) {
+      showStep(step);
+      return;
+    }
     const hit = scene.pick(x, y);
     if (!hit?.block) return;
     const b = hit.block;
@@ -237,6 +266,26 @@ export async function render(root, ctx) {
     }
   }
 
+  /** The card of a step of the Steps band: its two spans, why they differ, links. */
+  function showStep(step) {
+    detailCtl?.abort();
+    Object.assign(scene, { selected: null, related: [] });
+    hook.selected = null;
+    scene.invalidate();
+    const [name, s, e, hs = s, he = e, hostId = null] = step;
+    const lines = stepLines(step);
+    setDetail(el("section", { className: "card trace-detail trace-step", id: "trace-detail", dataset: { step: name } },
+      el("div", { className: "card-head" }, el("h2", {}, lines[0].text),
+        el("button", { type: "button", className: "button close", "aria-label": "Close the details", title: "Close (Esc)",
+          on: { click: clearSelection } }, "×")),
+      lines.slice(1).map((l) => el("p", { className: l.className ?? null }, l.text)),
+      el("div", { className: "card-tools" },
+        tool("Zoom to the step", "Show this step across the timeline",
+          () => setWindow(windowAround(Math.min(s, hs), Math.max(e, he), range, 0.05, MIN_SPAN * 10))),
+        hostId === null ? null : tool(`ProfilerStep#${name} event`, "Open the host event's details",
+          () => selectEvent(hostId, { jump: true })))));
+  }
+
   /** The detail card while the event loads, or when it cannot be shown. */
   function detailCard(body) {
     return el("section", { className: "card trace-detail", id: "trace-detail", dataset: { state: "pending" } },
@@ -257,24 +306,21 @@ export async function render(root, ctx) {
 
   function setDetail(node) {
     detailNode = node;
-    setChildren(below, detailNode, searchNode);
+    showBelow();
   }
 
-  /** Mark and list the blocks of the shown window whose name contains the search text. */
-  function applySearch(write, jumpFirst = false) {
+  function showBelow() {
+    setChildren(below, detailNode, finder.node);
+  }
+
+  /** Highlight the matching events on screen and list the matches of the whole trace. */
+  async function applySearch(write) {
     const q = search.value.trim();
     if (write) ctx.update({ search: q || null });
     scene.setQuery(q);
-    const result = searchBlocks(scene.answer, q);
-    searchNode = searchResults(q, result, onPick, () => applySearch(false));
-    setChildren(below, detailNode, searchNode);
-    if (jumpFirst && result.matches.length) onPick(result.matches[0]);
-  }
-
-  function onPick(m) {
-    const b = m.block;
-    if (b[B_COUNT] === 1 && b.length > B_ID) selectEvent(b[B_ID], { brief: briefOf(m.lane.id, b), jump: true });
-    else zoomTo(b);
+    const pending = finder.set(q);
+    showBelow();
+    await pending;
   }
 }
 

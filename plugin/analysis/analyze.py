@@ -21,7 +21,14 @@ from .breakdown import Breakdown, name_mask, step_breakdown
 from .gpu_metrics import GpuSummary, device_props, gpu_summaries, is_rocm
 from .links import Links, attach_by_time, link
 from .memory import MemoryAnalysis, analyze_memory
-from .operators import DeviceAccounts, OpNodes, call_stacks, device_accounts, op_nodes
+from .operators import (
+    DeviceAccounts,
+    OpNodes,
+    call_stacks,
+    device_accounts,
+    op_nodes,
+    table_mask,
+)
 from .recommendations import Facts, Item, gather_facts, recommend
 from .steps import Steps, find_steps
 from .tree import HostTree, any_ancestor_or_self, build_tree
@@ -128,7 +135,9 @@ def analyze(trace: Trace) -> Analysis:
     shares = {c: pct(int(v), total) for c, v in zip(breakdown.categories, sums.tolist())}
     memory = analyze_memory(trace, tree, nodes,
                             lambda dev: device_props(trace, dev).get("totalGlobalMem"))
-    facts = gather_facts(trace, links, tree, tc_kernel, shares=shares, gpus=gpus, memory=memory)
+    op_pos = np.flatnonzero(table_mask(trace, tree, nodes))
+    facts = gather_facts(trace, links, tree, tc_kernel, shares=shares, gpus=gpus, memory=memory,
+                         host_self=(tree.rows[op_pos], nodes.host_self[op_pos]))
 
     notes = list(steps.notes)
     if links.owners_by_time:

@@ -20,7 +20,6 @@ from ..taxonomy import (
     DATA_PARALLEL_FRAME,
     DATA_PARALLEL_OP,
     TENSOR_CORE_ELIGIBLE_OP,
-    TENSOR_CORE_MIN_COMPUTE_MAJOR,
     Kind,
 )
 from .breakdown import name_mask
@@ -40,6 +39,13 @@ COMMUNICATION_SHARE = 10.0
 TC_ELIGIBLE_SHARE = 30.0
 TC_USED_SHARE = 10.0
 MEMORY_NEAR_CAPACITY = 90.0
+#: a category this large (or the largest of the step) gets its own item
+RUNTIME_SHARE = 25.0
+CPU_EXEC_SHARE = 25.0
+MEMCPY_SHARE = 10.0
+OTHER_SHARE = 25.0
+#: how many names an item quotes (top runtime calls, top host-self operators)
+TOP_NAMES = 3
 
 DOCS = {
     "dataloader": ("https://pytorch.org/docs/stable/data.html"
@@ -61,6 +67,13 @@ DOCS = {
     "amp": ("https://pytorch.org/docs/stable/amp.html", "Automatic Mixed Precision"),
     "memory": ("https://pytorch.org/docs/stable/notes/cuda.html#memory-management",
                "CUDA memory management"),
+    "runtime_bound": ("https://pytorch.org/docs/stable/notes/cuda.html"
+                      "#asynchronous-execution", "CUDA semantics: asynchronous execution"),
+    "cpu_bound": ("https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html",
+                  "Performance Tuning Guide"),
+    "memcpy": ("https://pytorch.org/docs/stable/notes/cuda.html#use-pinned-memory-buffers",
+               "Use pinned memory buffers"),
+    "other": ("https://pytorch.org/docs/stable/profiler.html", "torch.profiler"),
     "memory_fragmentation": ("https://pytorch.org/docs/stable/notes/cuda.html"
                              "#optimizing-memory-usage-with-pytorch-cuda-alloc-conf",
                              "Optimizing memory usage with PYTORCH_CUDA_ALLOC_CONF"),
@@ -73,6 +86,8 @@ class Item:
     text: str       # plain text; names from the trace are raw here, escaped by the overview view
     evidence: str
     doc_url: str
+    #: percent of the step time the advice addresses (the ranking key; 0 = not a time cost)
+    share: float = 0.0
 
 
 @dataclass
@@ -81,6 +96,15 @@ class Facts:
 
     dataloader_share: float = 0.0
     communication_share: float = 0.0
+    #: step-time category -> percent of the step time (SPEC §2.2)
+    shares: dict[str, float] = field(default_factory=dict)
+    #: top runtime calls and top host-self operators: (name, total ns), largest first
+    top_runtime: list[tuple[str, int]] = field(default_factory=list)
+    top_host_self: list[tuple[str, int]] = field(default_factory=list)
+    #: the tensor-core metric is "Matrix Cores" (ROCm)
+    rocm: bool = False
+    #: the GPU's architecture is known (compute capability or ROCm), not just assumed
+    tc_known: bool = False
     gpus: list[GpuSummary] = field(default_factory=list)
     kernels: int = 0
     kernels_shorter_than_launch: int = 0
@@ -109,13 +133,32 @@ def shorter_than_launch(trace: Trace, links: Links, kernels: np.ndarray) -> np.n
     return linked & (trace.dur[kernels] * np.maximum(per_call, 1) < launch_ns)
 
 
+def top_names(trace: Trace, rows: np.ndarray, ns: np.ndarray,
+              n: int = TOP_NAMES) -> list[tuple[str, int]]:
+    """The ``n`` names with the most summed ``ns`` over ``rows``: ``[(name, ns)]``, largest
+    first (ties by name). Example: rows named a, b, a with 1, 5, 2 ns -> ``[(b, 5), (a, 3)]``."""
+    if not len(rows):
+        return []
+    names, inv = np.unique(trace.name[rows], return_inverse=True)
+    sums = np.bincount(inv.reshape(-1), weights=ns, minlength=len(names)).astype(np.int64)
+    pairs = [(trace.strings[int(i)], int(v)) for i, v in zip(names.tolist(), sums.tolist()) if v > 0]
+    return sorted(pairs, key=lambda p: (-p[1], p[0]))[:n]
+
+
 def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarray, *,
                  shares: dict[str, float], gpus: list[GpuSummary],
-                 memory: MemoryAnalysis | None = None) -> Facts:
+                 memory: MemoryAnalysis | None = None,
+                 host_self: tuple[np.ndarray, np.ndarray] | None = None) -> Facts:
     """Measure everything the rules need (vectorised); ``memory``: the span's memory
-    analysis (peaks per device)."""
+    analysis (peaks per device); ``host_self``: (trace rows, host self ns) of the operator
+    table's rows (for naming the top host-self operators)."""
     f = Facts(dataloader_share=shares.get("DataLoader", 0.0),
-              communication_share=shares.get("Communication", 0.0), gpus=gpus)
+              communication_share=shares.get("Communication", 0.0), gpus=gpus,
+              shares=dict(shares))
+    rt = np.flatnonzero(trace.kind == Kind.RUNTIME)
+    f.top_runtime = top_names(trace, rt, trace.dur[rt])
+    if host_self is not None:
+        f.top_host_self = top_names(trace, *host_self)
     kernels = np.flatnonzero(trace.kind == Kind.KERNEL)
     kdur = trace.dur[kernels]
     ktotal = int(kdur.sum())
@@ -132,10 +175,12 @@ def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarr
         if ktotal:
             f.tc_eligible_share = 100 * int(kdur[from_eligible].sum()) / ktotal
             f.tc_used_share = 100 * int(kdur[tc_kernel[kernels]].sum()) / ktotal
-    # AMP advice only where tensor cores are known to exist (NVIDIA, compute capability >= 7)
-    f.tc_supported = any("Kernel time using Tensor Cores" in g.metrics and g.compute_capability
-                         and int(g.compute_capability.split(".")[0]) >= TENSOR_CORE_MIN_COMPUTE_MAJOR
-                         for g in gpus)
+    # AMP advice unless the GPUs are known to lack tensor cores (NVIDIA compute capability
+    # < 7): gpu_summaries leaves the tensor-core metric out exactly there, so a trace without
+    # deviceProperties gets the same advice as one with them
+    f.tc_supported = any(m.startswith("Kernel time using ") for g in gpus for m in g.metrics)
+    f.rocm = any("Kernel time using Matrix Cores" in g.metrics for g in gpus)
+    f.tc_known = f.rocm or any(g.compute_capability for g in gpus)
 
     if len(np.unique(trace.device[kernels])) > 1:
         markers = set()
@@ -155,8 +200,31 @@ def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarr
     return f
 
 
-def _item(rule: str, text: str, evidence: str) -> Item:
-    return Item(id=rule, text=text, evidence=evidence, doc_url=DOCS[rule][0])
+def _item(rule: str, text: str, evidence: str, share: float = 0.0) -> Item:
+    return Item(id=rule, text=text, evidence=evidence, doc_url=DOCS[rule][0],
+                share=round(max(share, 0.0), 2))
+
+
+def dominant(f: Facts) -> Optional[str]:
+    """The largest step-time category (None when no step time was measured)."""
+    best = max(f.shares.items(), key=lambda kv: kv[1], default=None)
+    return best[0] if best and best[1] > 0 else None
+
+
+def big(f: Facts, category: str, threshold: float) -> bool:
+    """``category`` takes more than ``threshold`` % of the step, or is its largest."""
+    share = f.shares.get(category, 0.0)
+    return share > threshold or (share > 0 and dominant(f) == category)
+
+
+def quote(names: list[tuple[str, int]]) -> str:
+    """``a (1,234 µs), b (56 µs)``: names with their summed time in whole µs."""
+    return ", ".join(f"{n} ({round(ns / 1000):,} µs)" for n, ns in names)
+
+
+#: categories whose time keeps the GPU idle, each addressed by an item of its own
+IDLE_CAUSES = {"runtime_bound": "Runtime", "cpu_bound": "CPU Exec", "dataloader": "DataLoader",
+               "other": "Other"}
 
 
 def rule_dataloader(f: Facts) -> Optional[Item]:
@@ -167,7 +235,7 @@ def rule_dataloader(f: Facts) -> Optional[Item]:
                  f"This run has high time cost on input data loading. {share} of the step "
                  "time is in DataLoader. You could try to set num_workers on DataLoader's "
                  "construction and enable multi-processes on data loading.",
-                 f"DataLoader: {share} of the average step time")
+                 f"DataLoader: {share} of the average step time", f.dataloader_share)
 
 
 def rule_low_utilization(f: Facts) -> Optional[Item]:
@@ -180,7 +248,8 @@ def rule_low_utilization(f: Facts) -> Optional[Item]:
                  f"GPU utilization is low ({ev}): the GPU is idle for much of each step. Look "
                  "at the steps' breakdown for where the time goes (data loading, CPU work, "
                  "synchronisation) and consider a larger batch size.",
-                 f"GPU utilization {ev}, below {LOW_UTILIZATION:.0f}%")
+                 f"GPU utilization {ev}, below {LOW_UTILIZATION:.0f}%",
+                 100 - min(u for _, u in low))
 
 
 def rule_launch_bound(f: Facts) -> Optional[Item]:
@@ -195,7 +264,8 @@ def rule_launch_bound(f: Facts) -> Optional[Item]:
                  f"{f.short_kernel_time_share:.1f}% of the kernel time. Fuse small operations "
                  "(torch.compile), use CUDA graphs, or increase the batch size.",
                  f"{f.kernels_shorter_than_launch:,} of {f.kernels:,} kernels shorter "
-                 f"than their launch; {f.short_kernel_time_share:.1f}% of kernel time")
+                 f"than their launch; {f.short_kernel_time_share:.1f}% of kernel time",
+                 f.shares.get("Runtime", 0.0))
 
 
 def rule_low_sm_efficiency(f: Facts) -> Optional[Item]:
@@ -208,7 +278,7 @@ def rule_low_sm_efficiency(f: Facts) -> Optional[Item]:
     return _item("low_sm_efficiency",
                  f"Kernels leave many streaming multiprocessors idle ({ev}): many kernels "
                  "launch fewer blocks than the GPU has SMs. Increase the batch size or fuse "
-                 "small kernels.", ev)
+                 "small kernels.", ev, f.shares.get("Kernel", 0.0))
 
 
 def rule_low_occupancy(f: Facts) -> Optional[Item]:
@@ -220,7 +290,8 @@ def rule_low_occupancy(f: Facts) -> Optional[Item]:
     return _item("low_occupancy",
                  f"Estimated achieved occupancy is low ({ev}): kernels keep few warps active "
                  "per SM. Larger batches or fused kernels usually raise it.",
-                 f"est. achieved occupancy {ev}, below {LOW_OCCUPANCY:.0f}%")
+                 f"est. achieved occupancy {ev}, below {LOW_OCCUPANCY:.0f}%",
+                 f.shares.get("Kernel", 0.0))
 
 
 def rule_communication(f: Facts) -> Optional[Item]:
@@ -231,7 +302,7 @@ def rule_communication(f: Facts) -> Optional[Item]:
                  f"{share} of the step time is communication that no computation overlaps. "
                  "Overlap it with computation (DDP bucketing, gradient accumulation with "
                  "no_sync) or reduce what is exchanged.",
-                 f"Communication: {share} of the average step time")
+                 f"Communication: {share} of the average step time", f.communication_share)
 
 
 def rule_data_parallel(f: Facts) -> Optional[Item]:
@@ -242,20 +313,26 @@ def rule_data_parallel(f: Facts) -> Optional[Item]:
                  f"This run uses DataParallel on several GPUs ({names}). "
                  "DistributedDataParallel is faster: one process per GPU, no scatter/gather "
                  "through GPU 0 every step.",
-                 f"several GPUs and {names}")
+                 f"several GPUs and {names}",
+                 f.communication_share + f.shares.get("Memcpy", 0.0))
 
 
 def rule_amp(f: Facts) -> Optional[Item]:
     if not f.tc_supported or f.tc_eligible_share <= TC_ELIGIBLE_SHARE or \
             f.tc_used_share >= TC_USED_SHARE:
         return None
+    cores = "Matrix Cores" if f.rocm else "Tensor Cores"
+    unknown = "" if f.tc_known else (" (the trace does not say which GPU ran it; this "
+                                     "applies to Volta or newer)")
     return _item("amp",
-                 f"Operators that can use Tensor Cores (convolutions, matrix multiplications, "
+                 f"Operators that can use {cores} (convolutions, matrix multiplications, "
                  f"attention) launch {f.tc_eligible_share:.1f}% of the kernel time, but only "
-                 f"{f.tc_used_share:.1f}% of the kernel time uses Tensor Cores. Try Automatic "
-                 "Mixed Precision (torch.autocast) or TF32.",
-                 f"eligible {f.tc_eligible_share:.1f}%, using Tensor Cores "
-                 f"{f.tc_used_share:.1f}% of kernel time")
+                 f"{f.tc_used_share:.1f}% of the kernel time uses {cores}. Try Automatic "
+                 "Mixed Precision (torch.autocast)" + ("" if f.rocm else " or TF32")
+                 + f"{unknown}.",
+                 f"eligible {f.tc_eligible_share:.1f}%, using {cores} "
+                 f"{f.tc_used_share:.1f}% of kernel time",
+                 f.shares.get("Kernel", 0.0) * f.tc_eligible_share / 100)
 
 
 def rule_memory(f: Facts) -> Optional[Item]:
@@ -282,13 +359,78 @@ def rule_fragmentation(f: Facts) -> Optional[Item]:
                  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.", ev)
 
 
+def rule_runtime_bound(f: Facts) -> Optional[Item]:
+    if not big(f, "Runtime", RUNTIME_SHARE):
+        return None
+    share = f"{f.shares['Runtime']:.1f}%"
+    top = quote(f.top_runtime)
+    return _item("runtime_bound",
+                 f"This run is launch/synchronisation bound: {share} of the step time is in "
+                 f"CUDA/HIP runtime calls, the most expensive being {top}. Synchronising calls "
+                 "(cudaDeviceSynchronize, cudaStreamSynchronize, a blocking cudaMemcpy, "
+                 ".item(), .cpu(), printing a GPU tensor) make the CPU wait for the GPU: "
+                 "remove them from the step loop, copy with non_blocking=True, and launch "
+                 "fewer, larger kernels (torch.compile, CUDA graphs).",
+                 f"Runtime: {share} of the average step time; top calls: {top}",
+                 f.shares["Runtime"])
+
+
+def rule_cpu_bound(f: Facts) -> Optional[Item]:
+    if not big(f, "CPU Exec", CPU_EXEC_SHARE):
+        return None
+    share = f"{f.shares['CPU Exec']:.1f}%"
+    top = quote(f.top_host_self)
+    named = f" The operators with the most host self time are {top}." if top else ""
+    return _item("cpu_bound",
+                 f"{share} of the step time is CPU execution (host operators, Python) while "
+                 f"the GPU waits.{named} Look for Python-side work in the step loop, "
+                 "fuse small operations (torch.compile), or move the work off the critical "
+                 "path (e.g. into the DataLoader workers).",
+                 f"CPU Exec: {share} of the average step time"
+                 + (f"; top host-self operators: {top}" if top else ""),
+                 f.shares["CPU Exec"])
+
+
+def rule_memcpy(f: Facts) -> Optional[Item]:
+    share = f.shares.get("Memcpy", 0.0) + f.shares.get("Memset", 0.0)
+    if not (big(f, "Memcpy", MEMCPY_SHARE) or big(f, "Memset", MEMCPY_SHARE)):
+        return None
+    return _item("memcpy",
+                 f"{share:.1f}% of the step time is memory copies and sets that no kernel "
+                 "overlaps. Use pinned memory (DataLoader(pin_memory=True)) with "
+                 ".to(device, non_blocking=True), and keep tensors on the GPU between steps.",
+                 f"Memcpy + Memset: {share:.1f}% of the average step time", share)
+
+
+def rule_other(f: Facts) -> Optional[Item]:
+    if not big(f, "Other", OTHER_SHARE):
+        return None
+    share = f"{f.shares['Other']:.1f}%"
+    return _item("other",
+                 f"{share} of the step time has no recorded activity: neither a host "
+                 "operator, a runtime call nor GPU work. The process waits on something the "
+                 "profiler does not record (I/O, sleep, a lock, another process) or runs "
+                 "code outside any operator; record_function ranges around the step's parts "
+                 "will show where.",
+                 f"Other: {share} of the average step time", f.shares["Other"])
+
+
 RULES: tuple[Callable[[Facts], Optional[Item]], ...] = (
     rule_dataloader, rule_low_utilization, rule_launch_bound, rule_low_sm_efficiency,
     rule_low_occupancy, rule_communication, rule_data_parallel, rule_amp, rule_memory,
-    rule_fragmentation,
+    rule_fragmentation, rule_runtime_bound, rule_cpu_bound, rule_memcpy, rule_other,
 )
 
 
 def recommend(facts: Facts) -> list[Item]:
-    """Every rule that fires, in rule order."""
-    return [item for item in (rule(facts) for rule in RULES) if item is not None]
+    """Every rule that fires, ranked by the share of step time it addresses, largest first
+    (SPEC §2.6; ties keep rule order). The generic low-utilization item addresses only the
+    idle time that no specific item (runtime, CPU, DataLoader, Other) covers, so on a run
+    that is 97 % Runtime the runtime item leads."""
+    items = [item for item in (rule(facts) for rule in RULES) if item is not None]
+    fired = {it.id for it in items}
+    for it in items:
+        if it.id == "low_utilization":
+            covered = sum(facts.shares.get(c, 0.0) for r, c in IDLE_CAUSES.items() if r in fired)
+            it.share = round(max(it.share - covered, 0.0), 2)
+    return sorted(items, key=lambda it: -it.share)

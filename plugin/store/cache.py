@@ -39,7 +39,7 @@ import orjson
 from .. import __version__
 from ..fs import filesystem_of
 
-FORMAT = 2  # 2: the timeline is an entry of its own
+FORMAT = 3  # 2: the timeline is an entry of its own; 3: steps carry host spans, advice shares
 DEFAULT_MAX_BYTES = 4 << 30
 #: A temporary folder of a write untouched this long (s) is stale even when its writer's
 #: pid cannot be checked (another host sharing the folder).

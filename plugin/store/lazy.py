@@ -140,6 +140,9 @@ class LazyTimeline:
     def event(self, event_id: int) -> dict:
         return self.get().event(event_id)
 
+    def search(self, *args, **kwargs) -> dict:
+        return self.get().search(*args, **kwargs)
+
 
 #: JSON bytes of unpacked view payloads the server keeps at once (all traces together);
 #: Python objects take several times that. Beyond it the least recently used go back to

@@ -18,6 +18,7 @@ from ..analysis.steps import host_steps
 from ..analysis.tree import HostTree
 from ..errors import BadParameter
 from ..model import Trace
+from ..taxonomy import Kind
 from .counters import build_counters
 from .event import EventIndex
 from .lanes import Layout, assign_lanes
@@ -25,6 +26,11 @@ from .lod import LOD
 from .query import greedy_blocks
 
 MAX_WIDTH = 10000
+
+
+#: matches per ``trace/search`` page by default, and at most
+SEARCH_PAGE = 100
+MAX_SEARCH_PAGE = 1000
 
 
 class Timeline:
@@ -87,16 +93,51 @@ class Timeline:
         lanes = [{"id": ln.id, "name": ln.name, "kind": ln.kind, "rows": ln.rows,
                   "blocks": rows[cut[k]:cut[k + 1]]}
                  for k, ln in enumerate(self.layout.lanes)]
-        lanes += [{"id": c.id, "name": c.name, "kind": "counter", "points": c.points(s, e, width)}
-                  for c in self.counters]
+        lanes += [{"id": c.id, "name": c.name, "kind": "counter", "unit": c.unit,
+                   "points": c.points(s, e, width)} for c in self.counters]
         strings = self.trace.strings
         return {
             "range": [0, self.end_ns / 1000], "start": s / 1000, "end": e / 1000,
             "names": [strings[i] for i in used.tolist()],
             "lanes": lanes,
-            "steps": [[name, a / 1000, b / 1000] for name, a, b in self.steps
-                      if a < e and (b > s or a >= s)],
+            "steps": [self._step(st) for st in self.steps if st[1] < e and (st[2] > s or st[1] >= s)],
         }
+
+    def _step(self, st: tuple) -> list:
+        """``[name, start, end, host_start, host_end, host_event_id]`` (µs): the step as
+        re-timed (GPU work attributed to the step that launched it, SPEC §2.1), the span of
+        its ``ProfilerStep#N`` host event and that event's id (None when the trace has
+        none). Steps given as ``(name, start, end)`` are their own host span."""
+        name, a, b = st[:3]
+        ha, hb = st[3:5] if len(st) >= 5 else (a, b)
+        ids = getattr(self, "_step_ids", None)
+        if ids is None:
+            t = self.trace
+            rows = np.flatnonzero(t.kind == Kind.STEP)
+            ids = self._step_ids = {(t.name_of(int(r)), int(t.start[r])): int(r) for r in rows.tolist()}
+        return [name, a / 1000, b / 1000, ha / 1000, hb / 1000, ids.get((f"ProfilerStep#{name}", ha))]
+
+    # --- trace/search ---------------------------------------------------------------------------
+
+    def search(self, q: str, offset: int = 0, limit: int = SEARCH_PAGE) -> dict:
+        """Events of the whole trace whose name contains ``q`` (case-insensitive), by start
+        time (then id): ``{"q", "total", "offset", "limit", "matches": [brief]}``, one page of
+        ``limit`` from ``offset``. A brief is ``trace/event``'s short form (times in µs).
+
+        Example: names ``aten::add`` @5 µs, ``aten::addmm`` @2 µs, ``aten::mul``; ``q="ADD"``
+        gives total 2, matches ``addmm`` then ``add``."""
+        needle = q.lower()
+        strings = self.trace.strings
+        lower = getattr(self, "_lower_names", None)
+        if lower is None or len(lower) != len(strings):
+            lower = self._lower_names = [s.lower() for s in strings]
+        hit = np.fromiter((needle in s for s in lower), bool, len(lower))
+        rows = np.flatnonzero(hit[self.trace.name] & (self.layout.lane >= 0))
+        rows = rows[np.lexsort((rows, self.trace.start[rows]))]
+        page = rows[offset:offset + limit].tolist()
+        brief = self.event_index._brief
+        return {"q": q, "total": int(len(rows)), "offset": offset, "limit": limit,
+                "matches": [brief(i) for i in page]}
 
     # --- trace/event ----------------------------------------------------------------------------
 

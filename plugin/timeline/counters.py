@@ -35,6 +35,8 @@ class Utilization:
     ms: np.ndarray   # disjoint sorted interval starts (ns)
     me: np.ndarray   # their ends
     cum: np.ndarray  # covered ns before ms[i] (length len(ms) + 1): cumulative_lengths
+    #: what the points' values are: the busy share of each pixel, 0..1
+    unit = "ratio"
 
     def points(self, s: int, e: int, width: int) -> list[list[float]]:
         edges = s + (np.arange(width + 1) * (e - s)) // width
@@ -51,6 +53,8 @@ class Memory:
     name: str
     ts: np.ndarray
     value: np.ndarray
+    #: allocated bytes
+    unit = "bytes"
 
     def points(self, s: int, e: int, width: int) -> list[list[float]]:
         lo = int(np.searchsorted(self.ts, s, side="left"))

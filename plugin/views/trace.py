@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from ..analysis import Analysis
 from ..errors import BadParameter
 from ..timeline import Timeline, build_timeline
+from ..timeline.build import MAX_SEARCH_PAGE, SEARCH_PAGE
 from .registry import Param, Route, View
 
 
@@ -16,7 +17,8 @@ def timeline_inputs(a: Analysis) -> dict:
     ``build_timeline(**timeline_inputs(a))``. Holding only these lets a caller free the
     rest of the analysis before the timeline's memory peak."""
     return {"trace": a.trace, "links": a.links, "tree": a.tree,
-            "steps": list(zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist()))}
+            "steps": list(zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist(),
+                              a.steps.host_start.tolist(), a.steps.host_end.tolist()))}
 
 
 def timeline_of(a: Analysis) -> Timeline:
@@ -39,6 +41,30 @@ def event_id_param(params: Mapping[str, str | None]) -> int:
     return int(raw)
 
 
+#: longest search text accepted (a name pasted whole is rarely longer)
+MAX_QUERY_CHARS = 500
+
+
+def _int_param(params: Mapping[str, str | None], key: str, default: int, lo: int, hi: int) -> int:
+    raw = params.get(key)
+    if raw is None or raw == "":
+        return default
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 12 or not lo <= int(raw) <= hi:
+        raise BadParameter(f"bad {key}", f"{key} must be an integer in {lo}..{hi}, got {raw[:40]!r}.")
+    return int(raw)
+
+
+def _search(views, p: Mapping[str, str | None]) -> dict:
+    q = (p.get("q") or "").strip()
+    if not q:
+        raise BadParameter("missing q", "Pass q=<text>: events whose name contains it are listed.")
+    if len(q) > MAX_QUERY_CHARS:
+        raise BadParameter("bad q", f"q may have at most {MAX_QUERY_CHARS} characters "
+                           f"(got {len(q)}).")
+    return views.timeline.search(q, _int_param(p, "offset", 0, 0, 10**12),
+                                 _int_param(p, "limit", SEARCH_PAGE, 1, MAX_SEARCH_PAGE))
+
+
 def _window(views, p: Mapping[str, str | None]) -> dict:
     return views.timeline.query(p["start"], p["end"], p["width"] or 1000)
 
@@ -54,5 +80,9 @@ VIEW = View(
                Param("width", doc="pixels across the window (default 1000)"))),
         Route("trace/event", lambda v, p: v.timeline.event(event_id_param(p)),
               (Param("id", doc="event id from trace/timeline"),)),
+        Route("trace/search", _search,
+              (Param("q", doc="text an event's name contains (case-insensitive)"),
+               Param("offset", doc="first match of the page (default 0)"),
+               Param("limit", doc=f"matches per page, 1..{MAX_SEARCH_PAGE} (default {SEARCH_PAGE})"))),
     ),
 )

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
   collapseTemplates, escapeHtml, formatBytes, formatCount, formatDuration, formatPercent,
-  formatValue, shortenName, spanLabel,
+  formatValue, middleEllipsis, shortenName, spanLabel, spanLabels, spanTitle,
 } from "../../frontend/lib/format.js";
 
 const NB = "\u00a0";
@@ -66,10 +66,28 @@ test("collapseTemplates handles nesting and leaves unbalanced names alone", () =
   assert.equal(collapseTemplates("operator<(a, b)"), "operator<(a, b)");
 });
 
-test("spanLabel dates epoch-millisecond span ids", () => {
-  assert.equal(spanLabel("1623143089861"), "1623143089861 (2021-06-08 09:04 UTC)");
+test("spanLabel shows the capture time of time-stamp span ids (ms, µs, ns)", () => {
+  assert.equal(spanLabel("1623143089861"), "2021-06-08 09:04:49 UTC");
+  assert.equal(spanLabel("1623143089861123"), "2021-06-08 09:04:49 UTC");
+  assert.equal(spanLabel("1795305051123518088"), "2026-11-21 23:50:51 UTC");
+  assert.equal(spanTitle("1795305051123518088"),
+    "span 1795305051123518088 (captured 2026-11-21 23:50:51 UTC)");
   assert.equal(spanLabel("1102"), "1102");
+  assert.equal(spanLabel("9999999999999999999"), "9999999999999999999"); // year 2286: not a time
   assert.equal(spanLabel("default"), "default");
+  assert.equal(spanTitle("default"), "span default");
+  // two captures within one second keep apart by their milliseconds
+  assert.deepEqual(spanLabels(["1795305051123518088", "1795305051923518088", "7"]),
+    ["2026-11-21 23:50:51.123 UTC", "2026-11-21 23:50:51.923 UTC", "7"]);
+});
+
+test("middleEllipsis keeps both ends so names with one prefix stay apart", () => {
+  const a = middleEllipsis("kineto_resnet50/resnet50_num_workers_0", 32);
+  const b = middleEllipsis("kineto_resnet50/resnet50_num_workers_4", 32);
+  assert.equal(a, "kineto_resnet50/…0_num_workers_0");
+  assert.equal(a.length, 32);
+  assert.notEqual(a, b);
+  assert.equal(middleEllipsis("worker0", 32), "worker0");
 });
 
 test("table names keep outer template arguments so similar kernels stay apart", () => {

@@ -9,10 +9,11 @@ import {
 } from "../../frontend/lib/timeline_window.js";
 import {
   COUNTER_H, LANE_PAD, ROW_H, boxAt, boxOf, counterMax, hashName, hitTest, laneRows, layoutLanes, matchingNames,
-  nameColor, pointAt, rowTop, searchBlocks,
+  nameColor, pointAt, rowTop,
 } from "../../frontend/lib/timeline_layout.js";
 import { createLoader } from "../../frontend/lib/timeline_loader.js";
 import { counterLabel, fitText } from "../../frontend/lib/timeline_draw.js";
+import { counterValue } from "../../frontend/lib/timeline_axes.js";
 import { argText, kindLabel } from "../../frontend/lib/timeline_detail.js";
 
 const RANGE = [0, 1000];
@@ -149,7 +150,12 @@ test("counter points and scale", () => {
   assert.equal(counterMax([[0, 0]]), 1);
   assert.equal(counterMax([[0, 2e9], [1, 3e9]]), 3e9);
   assert.equal(counterLabel(ANSWER.lanes[2]), "max 97%");
-  assert.equal(counterLabel({ name: "Memory", points: [[0, 2e9]] }), "max 2.00e+9");
+  assert.equal(counterLabel({ name: "GPU 0 Memory Allocated", unit: "bytes", points: [[0, 2e9]] }),
+    "max 1.86\u00a0GiB");
+  assert.equal(counterLabel({ name: "CPU Memory Allocated", points: [[0, 1536]] }), "max 1.5\u00a0KiB");
+  assert.equal(counterLabel({ name: "x", unit: "ratio", points: [[0, 0.5]] }), "max 50%");
+  assert.equal(counterValue({ name: "GPU 0 Utilization", unit: "ratio" }, 0.975), "97.5%");
+  assert.equal(counterLabel({ name: "Other", points: [[0, 12345]] }), "max 12345");
 });
 
 test("colors are stable per name and differ between names", () => {
@@ -160,16 +166,9 @@ test("colors are stable per name and differ between names", () => {
   assert.match(nameColor("x").fill, /^hsl\(\d+ \d+% \d+%\)$/);
 });
 
-test("search: matching names and the blocks that carry them, by time", () => {
+test("search highlight: the names on screen that contain the text", () => {
   assert.equal(matchingNames(ANSWER.names, "  "), null);
   assert.deepEqual([...matchingNames(ANSWER.names, "CONV")], [0]);
-  const r = searchBlocks(ANSWER, "conv");
-  assert.equal(r.total, 2);
-  assert.deepEqual(r.matches.map((m) => m.block[0]), [10, 600]);
-  assert.equal(r.matches[0].lane.id, "host:1:1");
-  assert.equal(searchBlocks(ANSWER, "<img").matches[0].name, "<img src=x onerror=alert(1)>");
-  assert.equal(searchBlocks(ANSWER, "sgemm", 1).matches.length, 1);
-  assert.deepEqual(searchBlocks(null, "x"), { total: 0, matches: [] });
 });
 
 test("labels are cut to fit", () => {
