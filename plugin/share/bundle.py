@@ -97,6 +97,7 @@ def page(data_json: bytes, *, title: str, note: str) -> str:
         raise BundleError("the plotly package is not installed (pip install plotly): the "
                           "report inlines its plotly.min.js")
     imports = json_for_script(_dumps({"imports": import_map(root)}))
+    icon = base64.b64encode((root / "favicon.svg").read_bytes()).decode("ascii")
     head = "\n".join([
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         f"<style>{css}</style>",
@@ -114,6 +115,7 @@ def page(data_json: bytes, *, title: str, note: str) -> str:
                       f'<div class="report-note" id="report-note">{html.escape(note)}</div>'
                       '<div id="banner"></div>'),
                      ('<link rel="stylesheet" href="style.css">', ""),
+                     ('href="favicon.svg"', f'href="data:image/svg+xml;base64,{icon}"'),
                      ('<script type="module" src="main.js"></script>', head)):
         if old not in index:
             raise BundleError(f"index.html has no {old!r}: update stepscope.share.bundle")
