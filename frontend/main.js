@@ -32,8 +32,9 @@ let runsSeen = "";
 
 // -- selectors ----------------------------------------------------------------------
 /** Longest option text; longer names lose their middle (full name on hover). */
-const OPTION_CHARS = { run: 32, worker: 26, span: 26 };
-const OPTION_CHARS_NARROW = { run: 26, worker: 19, span: 24 }; // <= 1100 px (style.css)
+// A span label with milliseconds ("2026-11-25 12:24:05.650 UTC") is 27 characters: never cut.
+const OPTION_CHARS = { run: 32, worker: 26, span: 27 };
+const OPTION_CHARS_NARROW = { run: 26, worker: 19, span: 27 }; // <= 1100 px (style.css)
 
 /**
  * Fill a selector. Long labels are shortened in the middle, so names that share a long
@@ -68,7 +69,7 @@ function runLabel(status) {
   });
 }
 
-const spanTip = (span) => spanTitle(span);
+const spanTip = (span, label) => spanTitle(span, label);
 
 function banner(text) {
   setChildren(ui.banner, text ? el("div", { className: "banner" }, text) : null);

@@ -76,7 +76,6 @@ export function tensorboardHost(win = window) {
   const ours = (tab) => tab === PLUGIN;
   const base = () => `${top.location.origin}${top.location.pathname}${top.location.search}`;
   return {
-    top,
     read() {
       const { tab, state } = parseHash(top.location.hash);
       return ours(tab) && Object.keys(state).length ? state : null;
