@@ -1,11 +1,13 @@
 // The dashboard shell: run / worker / span selectors, view tabs, "Copy link", and the
-// URL <-> state round trip (SPEC §3.2). Views are modules in views/, each exporting
-// render(root, ctx); this file picks the trace, then hands the page to one of them.
+// URL <-> state round trip (SPEC §3.2; inside TensorBoard also TensorBoard's own URL, see
+// lib/tbhost.js). Views are modules in views/, each exporting render(root, ctx); this file
+// picks the trace, then hands the page to one of them.
 import { getJSON, isAbort, spanClient } from "./lib/api.js";
 import { purgeCharts } from "./lib/charts.js";
 import { el, setChildren } from "./lib/dom.js";
 import { middleEllipsis, spanLabels, spanTitle } from "./lib/format.js";
 import { emptyState, errorPanel, loadingLine, progressPanel } from "./lib/status.js";
+import { tensorboardHost } from "./lib/tbhost.js";
 import { buildQuery, parseState, urlFor, withPatch, withoutViewKeys, writeState } from "./lib/urlstate.js";
 
 // A view's module is views/<name in lower case>.js (the server's view registry, which
@@ -20,7 +22,9 @@ const ui = {
   banner: $("banner"), progress: $("progress"), main: $("view"), toast: $("toast"),
 };
 
-let state = parseState(window.location.search);
+// Inside TensorBoard our own URL is lost on reload: the state there lives in TensorBoard's hash.
+const host = tensorboardHost();
+let state = host?.read() ?? parseState(window.location.search);
 let client = null; // spanClient of the shown span
 let views = [];
 let navToken = 0; // bumped by every navigation: stale async work checks it and stops
@@ -28,8 +32,9 @@ let runsSeen = "";
 
 // -- selectors ----------------------------------------------------------------------
 /** Longest option text; longer names lose their middle (full name on hover). */
-const OPTION_CHARS = { run: 32, worker: 26, span: 26 };
-const OPTION_CHARS_NARROW = { run: 26, worker: 19, span: 24 }; // <= 1100 px (style.css)
+// A span label with milliseconds ("2026-11-25 12:24:05.650 UTC") is 27 characters: never cut.
+const OPTION_CHARS = { run: 32, worker: 26, span: 27 };
+const OPTION_CHARS_NARROW = { run: 26, worker: 19, span: 27 }; // <= 1100 px (style.css)
 
 /**
  * Fill a selector. Long labels are shortened in the middle, so names that share a long
@@ -64,7 +69,7 @@ function runLabel(status) {
   });
 }
 
-const spanTip = (span) => spanTitle(span);
+const spanTip = (span, label) => spanTitle(span, label);
 
 function banner(text) {
   setChildren(ui.banner, text ? el("div", { className: "banner" }, text) : null);
@@ -80,6 +85,12 @@ function onProgress(key, body) {
 }
 
 // -- navigation -----------------------------------------------------------------------
+/** Write the state into the page's query string and, inside TensorBoard, into its hash. */
+function saveState(next, options) {
+  writeState(next, options);
+  host?.write(next);
+}
+
 async function fetchRuns(token) {
   for (;;) {
     const body = await getJSON("runs");
@@ -135,7 +146,7 @@ async function navigate() {
       banner(`${notes.join(" ")} Showing ${run} / ${worker}${at} instead.`);
     }
     state = withPatch(state, { run, worker, span }); // span always written explicitly
-    writeState(state);
+    saveState(state);
     if (worker === undefined || span === undefined) {
       showClient(null);
       setChildren(ui.main, emptyState("No trace files in this run"));
@@ -176,7 +187,7 @@ function renderTabs(current) {
       e.preventDefault();
       if (v === state.view) return;
       state = withoutViewKeys(withPatch(state, { view: v }));
-      writeState(state, { push: true });
+      saveState(state, { push: true });
       showView(++navToken);
     } },
   }, v)));
@@ -197,7 +208,7 @@ async function showView(token) {
     view = views[0];
     state = withoutViewKeys(withPatch(state, { view }));
   }
-  writeState(state);
+  saveState(state);
   renderTabs(view);
   document.title = `${view} · ${state.run} — Stepscope`;
   purgeCharts(ui.main);
@@ -211,7 +222,7 @@ async function showView(token) {
       if (token !== navToken) return;
       state = withPatch(state, patch);
       ctx.state = { ...state };
-      writeState(state);
+      saveState(state);
       renderTabs(view);
     },
     rerender: () => showView(++navToken),
@@ -234,7 +245,7 @@ async function showView(token) {
 // -- controls ---------------------------------------------------------------------------
 function choose(patch) {
   state = withoutViewKeys(withPatch(state, patch));
-  writeState(state, { push: true });
+  saveState(state, { push: true });
   purgeCharts(ui.main);
   setChildren(ui.tabs); // the old trace's page goes at once, not when the new one is ready
   setChildren(ui.main, loadingLine("Loading the trace…"));
@@ -246,6 +257,12 @@ ui.worker.addEventListener("change", () => choose({ worker: ui.worker.value }));
 ui.span.addEventListener("change", () => choose({ span: ui.span.value }));
 window.addEventListener("popstate", () => {
   state = parseState(window.location.search);
+  navigate();
+});
+host?.onChange((next) => { // the user edited TensorBoard's URL (its history has the entry)
+  if (buildQuery(next) === buildQuery(state)) return;
+  state = next;
+  saveState(state);
   navigate();
 });
 
@@ -278,9 +295,9 @@ async function copyText(text) {
 }
 
 ui.copy.addEventListener("click", async () => {
-  const url = urlFor(state);
+  const url = host ? host.linkFor(state) : urlFor(state);
   ui.copy.dataset.url = url;
-  if (await copyText(url)) toast("Link copied: it opens this exact view.");
+  if (await copyText(url)) toast(host ? "Link copied: it opens this exact view in TensorBoard." : "Link copied: it opens this exact view.");
   else window.prompt("Copy this link:", url);
 });
 

@@ -25,6 +25,7 @@ SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RUN_0 = "kineto_resnet50/resnet50_num_workers_0"
 RUN_4 = "kineto_resnet50/resnet50_num_workers_4"
 SAMPLE_RUN = "cpu_train_num_workers_2"
+DDP_RUN = "cpu_ddp_2_workers"  # the samples' two-worker run
 ROCM_RUN = "mi250_rocm"
 SETTLED = """() => !document.querySelector('#view .loading-line')
     && document.querySelector('#view .view-root .card')
@@ -168,10 +169,12 @@ def test_screenshots_of_every_view(browser, polish_url, width):
     """test-output/polish_<run>_<view>_<width>.png for every view of a GPU run, the ROCm run
     and the CPU samples; the header stays within two rows and nothing overflows sideways."""
     context, page, watch = open_page(browser, polish_url, width=width)
-    for run in (RUN_0, ROCM_RUN, SAMPLE_RUN):
+    tabs = {}
+    for run in (RUN_0, ROCM_RUN, SAMPLE_RUN, DDP_RUN):
         page.goto(f"{polish_url}/?run={run}")
         page.locator(".tab").first.wait_for(timeout=READY_MS)
-        for view in page.locator(".tab").all_text_contents():
+        tabs[run] = page.locator(".tab").all_text_contents()
+        for view in tabs[run]:
             page.locator(".tab", has_text=view).click()
             page.wait_for_function(SETTLED, timeout=READY_MS)
             page.wait_for_timeout(300)
@@ -179,6 +182,11 @@ def test_screenshots_of_every_view(browser, polish_url, width):
             assert header_rows(page) <= 2, (run, view)
             assert page.evaluate("() => document.documentElement.scrollWidth") <= width, (run, view)
             screenshot(page, f"polish_{run.replace('/', '_')}_{view.lower()}_{width}")
+    # the CPU samples show every view a CPU trace can fill (Kernel needs a GPU)
+    for run in (SAMPLE_RUN, DDP_RUN):
+        assert {"Overview", "Operator", "Trace", "Memory"} <= set(tabs[run]), tabs
+        assert "Kernel" not in tabs[run], tabs
+    assert "Distributed" in tabs[DDP_RUN] and "Distributed" not in tabs[SAMPLE_RUN], tabs
     watch.assert_clean()
     context.close()
 

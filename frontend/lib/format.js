@@ -177,7 +177,8 @@ export function spanLabels(spans) {
   });
 }
 
-/** Hover text of a span: "span 1623143089861 (captured 2021-06-08 09:04:49 UTC)". */
-export function spanTitle(span) {
-  return spanTime(span) === null ? `span ${span}` : `span ${span} (captured ${spanLabel(span)})`;
+/** Hover text of a span: "span 1623143089861 (captured 2021-06-08 09:04:49 UTC)"; `label`:
+ *  the shown label when it differs from spanLabel (spanLabels adds milliseconds). */
+export function spanTitle(span, label = spanLabel(span)) {
+  return spanTime(span) === null ? `span ${span}` : `span ${span} (captured ${label})`;
 }

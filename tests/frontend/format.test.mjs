@@ -79,6 +79,9 @@ test("spanLabel shows the capture time of time-stamp span ids (ms, µs, ns)", ()
   // two captures within one second keep apart by their milliseconds
   assert.deepEqual(spanLabels(["1795305051123518088", "1795305051923518088", "7"]),
     ["2026-11-21 23:50:51.123 UTC", "2026-11-21 23:50:51.923 UTC", "7"]);
+  // the hover text repeats the shown label, milliseconds included
+  assert.equal(spanTitle("1795305051123518088", "2026-11-21 23:50:51.123 UTC"),
+    "span 1795305051123518088 (captured 2026-11-21 23:50:51.123 UTC)");
 });
 
 test("middleEllipsis keeps both ends so names with one prefix stay apart", () => {
