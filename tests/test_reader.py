@@ -122,6 +122,14 @@ def test_us_to_ns_text_matches_decimal(texts):
         [_decimal_ns(t) for t in texts]
 
 
+def test_us_to_ns_text_first_then_other_values():
+    """A list starting with text takes the text path; ints in it stay exact, other types
+    are invalid (not their repr parsed)."""
+    ns, ok = us_to_ns(["1.5", 12, None, True, False, [1], {"a": 1}, 2**70, -12, "１２"])
+    assert ns.tolist() == [1500, 12000, 0, 0, 0, 0, 0, 0, -12000, 12000]
+    assert ok.tolist() == [True, True] + [False] * 6 + [True, True]
+
+
 def test_us_to_ns_random_texts_match_decimal():
     rng = random.Random(7)
     texts = []

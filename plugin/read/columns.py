@@ -55,9 +55,9 @@ def us_to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
     non-numeric, out of int64 range, bools) get ``valid=False`` and ns 0.
     """
     n = len(values)
-    types = set(map(type, values))  # one C-speed pass
-    if types == {str}:  # 2024 formats: every value decimal text
+    if n and type(values[0]) is str:  # 2024 formats: decimal text (others checked there)
         return _text_us_to_ns(values)
+    types = set(map(type, values))  # one C-speed pass
     if types <= {int}:  # traces up to early 2024: every value an int
         try:
             us = np.array(values, dtype=np.int64)
@@ -89,8 +89,9 @@ _DOT, _MINUS, _ZERO = ord("."), ord("-"), ord("0")
 _TEN = np.uint64(10)
 
 
-def _text_us_to_ns(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Decimal texts of µs -> (ns, valid), exactly (no float round trip).
+def _text_us_to_ns(texts: list) -> tuple[np.ndarray, np.ndarray]:
+    """Decimal texts of µs -> (ns, valid), exactly (no float round trip). Other values
+    among them are fine too: ints are exact as text; None, bools and lists are invalid.
 
     ``[-]digits[.d[d[d]]]`` texts (what Kineto writes: ``1712195495519689.047``) are parsed
     from their ASCII bytes as integers, vectorised: the texts become rows of a byte matrix,
@@ -105,8 +106,10 @@ def _text_us_to_ns(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     ns = np.zeros(n, dtype=np.int64)
     valid = np.zeros(n, dtype=bool)
     try:
-        mat = np.array(texts, dtype=f"S{_WIDTH + 1}")  # longer texts are cut: excluded below
-    except UnicodeEncodeError:  # a non-ASCII text: all through Decimal
+        # any value becomes text (None -> b"None": not a number); longer ones are cut, so
+        # they are left to Decimal below
+        mat = np.array(texts, dtype=f"S{_WIDTH + 1}")
+    except (UnicodeEncodeError, ValueError, TypeError):  # non-ASCII, a list: one by one
         mat = None
     if mat is not None and n:
         b = mat.view(np.uint8).reshape(n, _WIDTH + 1)
@@ -125,39 +128,50 @@ def _parse_group(sub: np.ndarray, rows: np.ndarray, ns: np.ndarray, valid: np.nd
     ``[-]digits`` or ``[-]digits.digits`` with 1 to 3 fraction digits; set ``ns[rows]`` and
     ``valid[rows]`` where they parse (others are left for Decimal)."""
     size = sub.shape[1]
-    neg = sub[:, 0] == _MINUS
-    digit = (sub - _ZERO) < 10  # uint8: bytes below "0" wrap around
-    digit[:, 0] |= neg
+    col = np.ascontiguousarray(sub.T)  # one row per character position: contiguous passes
+    neg = col[0] == _MINUS
+    digit = (col - _ZERO) < 10  # uint8: bytes below "0" wrap around
+    digit[0] |= neg
     for frac in range(4):  # digits after the point (0: no point)
-        point = size - 1 - frac if frac else size  # the point's column
+        point = size - 1 - frac if frac else size  # the point's position
         if point < 1:
             break
-        ok = (sub[:, point] == _DOT) if frac else np.ones(len(sub), dtype=bool)
+        ok = (col[point] == _DOT) if frac else np.ones(len(sub), dtype=bool)
         if not ok.any():
             continue
-        for j in range(size):  # column by column: row-wise all() is slow on short rows
+        for j in range(size):
             if j != point:
-                ok &= digit[:, j]
+                ok &= digit[j]
         ok &= point > neg  # a digit before the point ("-", ".5", "-.5": not here)
         # at most 19 digits once scaled to ns (uint64); longer: Decimal says if it fits
         ok &= (point - neg + 3) <= 19
         if not ok.any():
             continue
-        g = sub[ok]
-        val = np.where(neg[ok], 0, g[:, 0] - _ZERO).astype(np.uint64)
+        every = ok.all()
+        g = col if every else col[:, ok]
+        g_neg = neg if every else neg[ok]
+        val = np.where(g_neg, 0, g[0] - _ZERO).astype(np.uint64)
         for j in range(1, size):
             if j != point:
-                val = val * _TEN + (g[:, j] - _ZERO)
+                val *= _TEN
+                val += g[j] - _ZERO
         val *= np.uint64(10 ** (3 - frac))
         fits = val <= np.uint64(INT64_MAX)
         v = val.astype(np.int64)
-        where = rows[ok][fits]
-        ns[where] = np.where(neg[ok], -v, v)[fits]
+        np.negative(v, out=v, where=g_neg)
+        where = rows if every else rows[ok]
+        if not fits.all():
+            where, v = where[fits], v[fits]
+        ns[where] = v
         valid[where] = True
 
 
-def _decimal_us_to_ns(text: str) -> tuple[int, bool]:
-    """One decimal text of µs -> (ns, valid) through :class:`decimal.Decimal`."""
+def _decimal_us_to_ns(text: object) -> tuple[int, bool]:
+    """One decimal text (or int) of µs -> (ns, valid) through :class:`decimal.Decimal`."""
+    if type(text) is int:
+        return (text * 1000, True) if abs(text) <= _US_LIMIT else (0, False)
+    if type(text) is not str:
+        return 0, False
     try:
         x = Decimal(text) * 1000
         # beyond int64 (checked before int(): "5e555555" would make a 555,555-digit int)
