@@ -1,16 +1,25 @@
-"""Big traces end to end: time to overview through the HTTP API, peak RSS, cached re-open.
+"""Big traces end to end: time to overview through the HTTP API, against stdlib json.loads.
 
-For each size (copies of the shared ResNet-50 trace made by make_big_trace.py) it prints:
-events, JSON bytes, the baseline (a fresh ``python3``, default settings: gzip decompression +
-stdlib ``json.loads`` of the same file, under a memory limit), time to overview on a cold
-standalone server (from process start to the first 200 of ``overview``), the time until the
-trace view's timeline answers too (the worker builds it after the other views), the peak
-RSS of the server's process tree (server + analysis workers) until then, the cached
-re-open time (a new server
-over the same cache), and the slowest view endpoint once analysed. Ratios are against the
-baseline measured in the same run.
+What it measures, per trace family and size (``k`` copies of a real trace, made once by
+make_big_trace.py with unique ids and consistent correlations/flows, and kept in ``--out``):
 
-    python benchmarks/bench_big.py [--sizes 1,10,50,200] [--baseline-limit-gib 16]
+- events, JSON bytes and steps of the scaled trace;
+- the baseline: a fresh ``python3`` doing gzip decompression + stdlib ``json.loads`` of the
+  same file (under a memory limit), measured in the same run;
+- ``cold s``: time to overview on a cold standalone server (``python -m stepscope``, from
+  process start to the first 200 of ``overview``) and its ratio to the baseline;
+- ``+timeline s``: how much later the trace view's timeline answers (built after the views);
+- peak RSS of the server's process tree (server + analysis workers) until then;
+- the cache's size on disk, the cached re-open time (a new server over the same cache), and
+  the slowest view endpoint once analysed (median of 5).
+
+Families: ``2021`` (kineto_resnet50: integer µs) and ``2024`` (hta_v100_resnet_ns_2024: epoch
+µs with ns fractions), both from ``../shared/traces`` beside the checkout, or ``--source``.
+``--code LABEL=PYTHONPATH`` (repeatable) times other code trees in the same run (e.g.
+``main=/work/main``); the default is the ``stepscope`` this interpreter imports.
+
+    python benchmarks/bench_big.py [--family 2021|2024|both] [--sizes 1,10,50,200]
+        [--source TRACE] [--out DIR] [--code LABEL=PYTHONPATH ...] [--skip-baseline]
 """
 
 from __future__ import annotations
@@ -29,9 +38,13 @@ import urllib.error
 import urllib.request
 
 import psutil
-from make_big_trace import replica  # benchmarks/ is on sys.path when run as a script
+from make_big_trace import SOURCE, SOURCE_2024, replica  # benchmarks/ is on sys.path
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+#: scaled traces are kept here between runs (GBs: outside the checkout)
+DEFAULT_OUT = os.path.join(os.environ.get("XDG_CACHE_HOME") or tempfile.gettempdir(),
+                           "stepscope-bench")
+FAMILIES = {"2021": SOURCE, "2024": SOURCE_2024}
+
 PREFIX = "/data/plugin/stepscope"
 ROUTES = ("overview", "operation?group_by=Operation", "operation/table?group_by=Operation",
           "kernel/table?group_by=Kernel", "kernel?group_by=Kernel", "kernel/tc_pie",
@@ -54,8 +67,11 @@ print(json.dumps(out))
 """
 
 
-def trace_for(k: int) -> str:
-    return replica(k, os.path.join(HERE, "data", f"x{k}", "worker0.pt.trace.json.gz"))
+def trace_for(k: int, family: str = "2021", source: str = "", out: str = DEFAULT_OUT) -> str:
+    """The ``k``-fold copy of ``source`` (default: the family's shared trace), made on first
+    use under ``out``; its folder (``<family>-x<k>``) is the run's name."""
+    return replica(k, os.path.join(out, f"{family}-x{k}", "worker0.pt.trace.json.gz"),
+                   source=source or FAMILIES[family])
 
 
 def json_bytes(path: str) -> int:
@@ -110,11 +126,16 @@ def get(url: str) -> tuple[int, bytes]:
         return e.code, e.read()
 
 
-def serve(logdir: str, cache: str) -> tuple[subprocess.Popen, str, float]:
+def serve(logdir: str, cache: str, pythonpath: str | None = None
+          ) -> tuple[subprocess.Popen, str, float]:
+    """A standalone server over ``logdir`` (importing stepscope from ``pythonpath`` if set)."""
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "stepscope", logdir, "--port", "0",
                              "--cache-dir", cache, "--reload-interval", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     line = proc.stdout.readline().strip()
     if not line.startswith("Serving on "):
         raise RuntimeError(f"server did not start: {line!r}")
@@ -158,16 +179,18 @@ def stop(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def measure(k: int, limit: int, skip_baseline: bool) -> dict:
-    path = trace_for(k)
+def dir_bytes(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def measure(path: str, pythonpath: str | None) -> dict:
+    """Cold analysis, timeline, RSS, cache size, slowest route and cached re-open of ``path``."""
     logdir = os.path.dirname(path)
     run = os.path.basename(logdir)
-    out = {"size": f"x{k}", "json_mb": json_bytes(path) / 1e6}
-    out["baseline"] = {"seconds": None, "error": "skipped"} if skip_baseline else \
-        baseline(path, limit)
+    out = {}
     cache = tempfile.mkdtemp(prefix="stepscope-bench-cache-")
     try:
-        proc, base, t0 = serve(logdir, cache)
+        proc, base, t0 = serve(logdir, cache, pythonpath)
         rss = TreeRss(proc.pid)
         try:
             out["cold_s"] = until_ready(base, run, t0)
@@ -179,7 +202,8 @@ def measure(k: int, limit: int, skip_baseline: bool) -> dict:
         out["steps"] = len(json.loads(body)["steps"]["rows"])
         out["slowest"] = slowest_route(base, run)
         stop(proc)
-        proc, base, t0 = serve(logdir, cache)
+        out["cache_bytes"] = dir_bytes(cache)
+        proc, base, t0 = serve(logdir, cache, pythonpath)
         out["cached_s"] = until_ready(base, run, t0)
         stop(proc)
     finally:
@@ -188,25 +212,44 @@ def measure(k: int, limit: int, skip_baseline: bool) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="1,10,50,200")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog=__doc__.split("\n\n", 1)[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--family", choices=("2021", "2024", "both"), default="both",
+                    help="which shared trace to scale (default: both)")
+    ap.add_argument("--sizes", default="1,10,50,200", help="copies, comma-separated")
+    ap.add_argument("--source", default="", help="scale this trace instead (one family)")
+    ap.add_argument("--out", default=DEFAULT_OUT,
+                    help=f"folder for the scaled traces (default {DEFAULT_OUT})")
+    ap.add_argument("--code", action="append", default=[], metavar="LABEL=PYTHONPATH",
+                    help="also time the stepscope found on PYTHONPATH (repeatable)")
     ap.add_argument("--baseline-limit-gib", type=float, default=16)
     ap.add_argument("--skip-baseline", action="store_true")
     args = ap.parse_args()
     limit = int(args.baseline_limit_gib * 2**30)
-    print(f"{'size':>5} {'JSON MB':>8} {'steps':>6} {'baseline s':>11} {'cold s':>7} "
-          f"{'ratio':>6} {'timeline s':>10} {'peak RSS MiB':>12} {'cached s':>9} "
-          f"{'slowest route (ms)':>28}")
-    for k in (int(s) for s in args.sizes.split(",")):
-        r = measure(k, limit, args.skip_baseline)
-        b = r["baseline"]
-        base = f"{b['seconds']:.2f}" if b.get("seconds") else b.get("error", "?")
-        ratio = f"{r['cold_s'] / b['seconds']:.2f}" if b.get("seconds") else "-"
-        route, t = r["slowest"]
-        print(f"{r['size']:>5} {r['json_mb']:8.0f} {r['steps']:6d} {base:>11} "
-              f"{r['cold_s']:7.2f} {ratio:>6} {r['timeline_s']:10.2f} "
-              f"{r['peak_rss'] / 2**20:12.0f} "
-              f"{r['cached_s']:9.2f} {route.split('?')[0]:>20} {t * 1000:6.1f}", flush=True)
+    families = ["custom"] if args.source else (
+        ["2021", "2024"] if args.family == "both" else [args.family])
+    codes = [("this", None)] + [tuple(c.split("=", 1)) for c in args.code]
+    print(f"{'family':>6} {'size':>5} {'code':>6} {'events':>10} {'JSON MB':>8} {'steps':>5} "
+          f"{'baseline s':>10} {'cold s':>7} {'ratio':>6} {'+timeline s':>11} "
+          f"{'peak RSS MiB':>12} {'cache MB':>8} {'cached s':>8} {'slowest route (ms)':>28}",
+          flush=True)
+    for family in families:
+        for k in (int(s) for s in args.sizes.split(",")):
+            path = trace_for(k, family, args.source, args.out)
+            mb = json_bytes(path) / 1e6
+            b = {"seconds": None, "error": "skipped"} if args.skip_baseline else \
+                baseline(path, limit)
+            base = f"{b['seconds']:.2f}" if b.get("seconds") else b.get("error", "?")
+            for label, pythonpath in codes:
+                r = measure(path, pythonpath)
+                ratio = f"{r['cold_s'] / b['seconds']:.2f}" if b.get("seconds") else "-"
+                route, t = r["slowest"]
+                print(f"{family:>6} {'x' + str(k):>5} {label:>6} {b.get('events', 0):10,} "
+                      f"{mb:8.0f} {r['steps']:5d} {base:>10} {r['cold_s']:7.2f} {ratio:>6} "
+                      f"{r['timeline_s'] - r['cold_s']:11.2f} {r['peak_rss'] / 2**20:12.0f} "
+                      f"{r['cache_bytes'] / 1e6:8.0f} {r['cached_s']:8.2f} "
+                      f"{route.split('?')[0]:>20} {t * 1000:6.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -24,21 +24,25 @@ import os
 import random
 import re
 import sys
+from decimal import Decimal
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: the shared trace every benchmark scales up
 SOURCE = os.path.join(HERE, "..", "..", "shared", "traces", "kineto_resnet50",
                       "resnet50_num_workers_0", "worker0.pt.trace.json.gz")
+#: the 2024 format (epoch µs with ns fractions): the shared HTA ResNet trace
+SOURCE_2024 = os.path.join(HERE, "..", "..", "shared", "traces", "hta_v100_resnet_ns_2024",
+                           "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
 
 
-def replica(times: int, path: str, memory: bool = False) -> str:
-    """``path``, holding ``times`` copies of :data:`SOURCE` (made on first use), with
+def replica(times: int, path: str, memory: bool = False, source: str = SOURCE) -> str:
+    """``path``, holding ``times`` copies of ``source`` (made on first use), with
     ``[memory]`` events added when ``memory``."""
     if not os.path.exists(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".partial" + (".gz" if path.endswith(".gz") else "")
-        main([SOURCE, tmp, "--times", str(times)] + (["--memory"] if memory else []))
+        main([source, tmp, "--times", str(times)] + (["--memory"] if memory else []))
         os.replace(tmp, path)  # an interrupted run leaves no half-written replica
     return path
 
@@ -46,8 +50,19 @@ def replica(times: int, path: str, memory: bool = False) -> str:
 def load(path: str) -> dict:
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
-        doc = json.loads(f.read())
+        doc = json.loads(f.read(), parse_float=Decimal)
     return doc if isinstance(doc, dict) else {"traceEvents": doc}
+
+
+_NUMBER = (int, float, Decimal)
+_NS = Decimal("0.001")
+_DECIMAL = re.compile(r'"\\u0000D([-+0-9.eE]+)\\u0000"')
+
+
+def _dumps(e: dict) -> str:
+    """``json.dumps`` writing each :class:`~decimal.Decimal` as its exact digits."""
+    text = json.dumps(e, default=lambda v: f"\0D{v}\0" if isinstance(v, Decimal) else v)
+    return _DECIMAL.sub(r"\1", text) if "\\u0000D" in text else text
 
 
 def _max(events: list, key: str) -> int:
@@ -71,16 +86,16 @@ def add_memory_events(doc: dict, seed: int = 0) -> int:
     rng = random.Random(seed)
     events = doc["traceEvents"]
     ops = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "Operator")
-           and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float))]
+           and isinstance(e.get("ts"), _NUMBER) and isinstance(e.get("dur"), _NUMBER)]
     t_end = max(e["ts"] + e["dur"] for e in ops) if ops else 0
     raw = []  # (ts, device type, device id, addr, bytes, pid, tid)
     for i, e in enumerate(ops[::OPS_PER_ALLOCATION]):
         dtype, did = (0, -1) if rng.random() < CPU_SHARE else (1, 0)
         size = 512 * rng.randint(1, 1 << 14)
-        t = e["ts"] + e["dur"] / 2
+        t = Decimal(e["ts"]) + Decimal(e["dur"]) / 2  # exact (Decimal for 2024 sources)
         addr = 0x7F0000000000 + i * (1 << 26)
         raw.append((t, dtype, did, addr, size, e["pid"], e["tid"]))
-        free = t + rng.uniform(max(e["dur"], 1), 50_000)
+        free = t + Decimal(f"{rng.uniform(max(e['dur'], 1), 50_000):.3f}")
         if free < t_end:
             raw.append((free, dtype, did, addr, -size, e["pid"], e["tid"]))
     raw.sort(key=lambda r: r[0])
@@ -91,7 +106,7 @@ def add_memory_events(doc: dict, seed: int = 0) -> int:
         allocated[key] = allocated.get(key, 0) + b
         reserved[key] = max(reserved.get(key, 0), -(-allocated[key] * 5 // 4 // (2 << 20)) * (2 << 20))
         events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",
-                       "pid": pid, "tid": tid, "ts": round(t, 3),
+                       "pid": pid, "tid": tid, "ts": t.quantize(_NS),
                        "args": {"Device Type": dtype, "Device Id": did, "Addr": addr, "Bytes": b,
                                 "Total Allocated": allocated[key],
                                 "Total Reserved": reserved[key]}})
@@ -102,13 +117,14 @@ def add_memory_events(doc: dict, seed: int = 0) -> int:
 def replicate(doc: dict, times: int, out) -> int:
     """Write ``times`` copies of ``doc``'s events to the text stream ``out``; return the count."""
     events = doc["traceEvents"]
-    timed = [e for e in events if e.get("ph") != "M" and isinstance(e.get("ts"), (int, float))]
+    timed = [e for e in events if e.get("ph") != "M" and isinstance(e.get("ts"), _NUMBER)]
     t0 = min(e["ts"] for e in timed)
     t1 = max(e["ts"] + (e.get("dur") or 0) for e in timed)
     shift = int(t1 - t0) + 1000
     ext = max(_max(events, "External id"), _max(events, "external id")) + 1
-    corr = _max(events, "correlation") + 1
-    flow = max((e.get("id", 0) for e in events if isinstance(e.get("id"), int)), default=0) + 1
+    flow = max((e.get("id", 0) for e in events if isinstance(e.get("id"), int)), default=0)
+    corr = flow = max(_max(events, "correlation"), flow) + 1  # ac2g flow id = correlation
+    ev_idx = _max(events, "Ev Idx") + 1
     steps = [int(m.group(1)) for e in events if (m := _STEP.match(str(e.get("name", ""))))]
     nsteps = (max(steps) - min(steps) + 1) if steps else 0
     head = {k: v for k, v in doc.items() if k != "traceEvents"}
@@ -121,7 +137,7 @@ def replicate(doc: dict, times: int, out) -> int:
                 continue
             e = dict(e)
             if k:
-                if "ts" in e and isinstance(e["ts"], (int, float)):
+                if "ts" in e and isinstance(e["ts"], _NUMBER):
                     e["ts"] = e["ts"] + k * shift
                 if isinstance(e.get("id"), int):
                     e["id"] += k * flow
@@ -131,10 +147,10 @@ def replicate(doc: dict, times: int, out) -> int:
                 if isinstance(e.get("args"), dict):
                     a = e["args"] = dict(e["args"])
                     for key, off in (("External id", ext), ("external id", ext),
-                                     ("correlation", corr)):
+                                     ("correlation", corr), ("Ev Idx", ev_idx)):
                         if isinstance(a.get(key), int) and a[key] > 0:
                             a[key] += k * off
-            out.write(("" if first else ",\n") + "  " + json.dumps(e))
+            out.write(("" if first else ",\n") + "  " + _dumps(e))
             first = False
             n += 1
     out.write("\n]}\n")

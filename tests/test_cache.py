@@ -29,6 +29,49 @@ def test_hit_returns_what_was_stored(tmp_path, trace_file):
     assert hit.names() == ["start"]
 
 
+ROUND_TRIP = {
+    "small ints": np.array([-1, 7, 3], dtype=np.int64),  # int8 on disk
+    "ns": np.array([0, 9_681_406_000], dtype=np.int64),  # beyond int32: stays int64
+    "uint": np.array([0, 65_535], dtype=np.int64),  # uint16
+    "constant": np.full(1000, -1, dtype=np.int32),  # one element on disk
+    "2-d": np.arange(12, dtype=np.int64).reshape(3, 4),
+    "int extremes": np.array([-2**63, 2**63 - 1], dtype=np.int64),
+    "float32-exact": np.array([0.5, np.nan, -0.0, np.inf, 100.0]),
+    "not float32": np.array([0.1, 2.5]),  # 0.1 is not a float32: stays float64
+    "signed zeros": np.array([0.0, -0.0, 0.0]),  # equal, yet not one constant
+    "nan constant": np.full(10, np.nan),
+    "bools": np.array([True, False]),
+    "times": np.array([10**12, 10**12 + 5, 10**12 + 9, 10**12 - 100]),  # int8 steps
+    "wide steps": np.array([0, 2**62, -2**62, 2**62]),  # steps overflow int64: as it is
+    "row keys": (np.arange(6) // 3 << 40) + np.array([1, 5, 9] * 2),  # one big step
+    "empty": np.zeros(0, dtype=np.int64),
+    "one": np.array([5], dtype=np.int64),
+}
+
+
+def test_arrays_are_stored_narrow_and_read_back_exactly(tmp_path, trace_file):
+    """Each array is stored in its narrowest exact dtype and read back bit for bit, with
+    its dtype and shape (issue 19: the cache of a big trace was 2.35 GB)."""
+    cache = DiskCache(str(tmp_path / "c"))
+    cache.put(trace_file, {}, ROUND_TRIP)
+    hit = cache.get(trace_file)
+    for name, want in ROUND_TRIP.items():
+        got = hit.array(name)
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        assert got.tobytes() == want.tobytes(), name
+        assert not got.flags.writeable, name
+    size = {n: os.path.getsize(os.path.join(hit.folder, n + ".npy")) for n in ROUND_TRIP}
+    header = size["one"] - 8  # an .npy header; "one" holds a single int64
+    assert size["small ints"] == header + 3
+    assert size["uint"] == header + 4
+    assert size["constant"] <= header + 4
+    assert size["not float32"] == header + 16
+    assert size["float32-exact"] == header + 20
+    assert size["signed zeros"] == header + 12
+    assert size["times"] == header + 3 and size["wide steps"] == header + 32
+    assert size["row keys"] == header + 5
+
+
 def test_changed_file_is_a_miss(tmp_path, trace_file):
     cache = DiskCache(str(tmp_path / "c"))
     cache.put(trace_file, {"v": 1}, {})
@@ -71,7 +114,7 @@ def test_lru_eviction(tmp_path):
         p = tmp_path / f"w{i}.json"
         p.write_text(str(i))
         files.append(str(p))
-        cache.put(str(p), {}, {"a": np.zeros(1000)})  # ~8 KB each
+        cache.put(str(p), {}, {"a": np.random.default_rng(i).random(1000)})  # 8 KB each
         os.utime(os.path.join(cache._folder(cache.key(str(p))), "manifest.json"),
                  (1000 + i, 1000 + i))
     cache.get(files[0])  # touch: most recently used
@@ -276,7 +319,7 @@ def test_eviction_scans_are_throttled_but_big_writes_still_evict(tmp_path, monke
     assert len(scans) == 1  # the first put scans; the next 19 are within the interval
     p = tmp_path / "big.json"
     p.write_text("big")
-    cache.put(str(p), {}, {"a": np.zeros(2000)})  # 16 KB > max_bytes / 16: scan now
+    cache.put(str(p), {}, {"a": np.random.default_rng(0).random(2000)})  # 16 KB > max_bytes / 16: scan now
     assert len(scans) == 2
     monkeypatch.setattr(cache_mod, "EVICT_INTERVAL_S", 0.0)
     cache.put(str(tmp_path / "t0.json"), {"again": 1}, {})

@@ -90,6 +90,59 @@ def test_us_to_ns_text_forms():
     assert ok.tolist() == [True] * 6 + [False] * 4
 
 
+def _decimal_ns(text: str) -> tuple[int, bool]:
+    """Reference: µs text -> ns through Decimal, rounded half to even; (0, False) if not a
+    finite number within int64."""
+    try:
+        x = Decimal(text) * 1000
+        if not x.is_finite() or (x and x.adjusted() > 30):
+            return 0, False
+        v = int(x.to_integral_value())
+    except (ArithmeticError, ValueError):
+        return 0, False
+    return (v, True) if -2**63 <= v < 2**63 else (0, False)
+
+
+@pytest.mark.parametrize("texts", [
+    # all text, as in 2024 traces (the vectorised path), one length and mixed lengths
+    ["1712195495519689.047", "1712195495519695.812", "1712195496603535.183"],
+    ["1.280", "0.039", "135.162", "5", "5.", "5.1", "5.12", "-0", "-5", "-5.5", "007.5"],
+    # rounding half to even beyond the ns, exponents, ranges, not numbers
+    ["0.0005", "0.0015", "0.0025", "0.00250001", "-0.0025", "1.2345678901234567890123456789",
+     "1e3", "1.5E-3", "-2.5e-4", "0E99", "1e999999", "5e555555", "-5e-555555",
+     "9223372036854775.807", "9223372036854775.808", "-9223372036854775.808",
+     "-9223372036854775.809", "99999999999999999", "9999999999999999.999",
+     "", "-", ".", ".5", "-.5", "1-2", "1.2.3", "--1", "+5", " 5", "abc", "inf", "NaN", "１２"],
+])
+def test_us_to_ns_text_matches_decimal(texts):
+    """The vectorised parse of decimal text equals Decimal's, to the ns, including the
+    values it hands to Decimal; a huge exponent is refused, not expanded."""
+    ns, ok = us_to_ns(texts)
+    assert [(int(v) if o else 0, bool(o)) for v, o in zip(ns, ok)] == \
+        [_decimal_ns(t) for t in texts]
+
+
+def test_us_to_ns_text_first_then_other_values():
+    """A list starting with text takes the text path; ints in it stay exact, other types
+    are invalid (not their repr parsed)."""
+    ns, ok = us_to_ns(["1.5", 12, None, True, False, [1], {"a": 1}, 2**70, -12, "１２"])
+    assert ns.tolist() == [1500, 12000, 0, 0, 0, 0, 0, 0, -12000, 12000]
+    assert ok.tolist() == [True, True] + [False] * 6 + [True, True]
+
+
+def test_us_to_ns_random_texts_match_decimal():
+    rng = random.Random(7)
+    texts = []
+    for _ in range(20_000):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(0, 19)))
+        frac = "".join(rng.choice("0123456789") for _ in range(rng.randint(0, 5)))
+        texts.append(rng.choice(["", "-"]) + digits + rng.choice(["", ".", "." + frac]))
+    ns, ok = us_to_ns(texts)
+    assert [(int(v) if o else 0, bool(o)) for v, o in zip(ns, ok)] == \
+        [_decimal_ns(t) for t in texts]
+    assert ok.sum() > 15_000  # mostly numbers: the vectorised path is exercised
+
+
 def test_links_and_metadata():
     trace = read_trace(str(next((TRACES / "param_v100_dlrm_8rank").glob("worker3*"))))
     assert trace.distributed_info["rank"] == 3

@@ -55,12 +55,16 @@ def us_to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
     non-numeric, out of int64 range, bools) get ``valid=False`` and ns 0.
     """
     n = len(values)
-    try:  # fast path: every value an int (traces up to early 2024)
-        us = np.array(values, dtype=np.int64)
-        if us.dtype == np.int64 and (n == 0 or np.abs(us).max() <= _US_LIMIT):
-            return us * 1000, np.ones(n, dtype=bool)
-    except (TypeError, ValueError, OverflowError):
-        pass
+    if n and type(values[0]) is str:  # 2024 formats: decimal text (others checked there)
+        return _text_us_to_ns(values)
+    types = set(map(type, values))  # one C-speed pass
+    if types <= {int}:  # traces up to early 2024: every value an int
+        try:
+            us = np.array(values, dtype=np.int64)
+            if n == 0 or np.abs(us).max() <= _US_LIMIT:
+                return us * 1000, np.ones(n, dtype=bool)
+        except OverflowError:
+            pass
     ns = np.zeros(n, dtype=np.int64)
     valid = np.zeros(n, dtype=bool)
     ints = [i for i, v in enumerate(values) if type(v) is int and abs(v) <= _US_LIMIT]
@@ -77,42 +81,103 @@ def us_to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
     return ns, valid
 
 
-def _text_us_to_ns(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Decimal texts of µs -> (ns, valid). Plain ``[-]digits[.digits]`` vectorised; the rest
-    (exponents, very long fractions) through :class:`decimal.Decimal`."""
-    arr = np.array(texts, dtype=str)
-    neg = np.strings.startswith(arr, "-")
-    body = np.where(neg, np.strings.lstrip(arr, "-"), arr)
-    head, _sep, frac = np.strings.partition(body, ".")
-    flen = np.strings.str_len(frac)
-    hlen = np.strings.str_len(head)
-    simple = (
-        np.strings.isdigit(head)
-        & ((flen == 0) | np.strings.isdigit(frac))
-        & (flen <= 12)
-        & (hlen <= 15)
-    )
-    ns = np.zeros(len(texts), dtype=np.int64)
-    if simple.any():
-        h = head[simple].astype(np.int64)
-        f = np.where(flen[simple] == 0, "0", frac[simple]).astype(np.int64)
-        fl = flen[simple].astype(np.int64)
-        # scale the fraction to ns: 3 digits exact; fewer -> multiply; more -> round half even
-        up = np.where(fl < 3, 10 ** np.clip(3 - fl, 0, 3), 1)
-        down = np.where(fl > 3, 10 ** np.clip(fl - 3, 0, 18), 1)
-        q, r = np.divmod(f * up, down)
-        half = down // 2
-        q = q + ((r > half) | ((r == half) & (down > 1) & (q % 2 == 1)))
-        val = h * 1000 + q
-        ns[simple] = np.where(neg[simple], -val, val)
-    valid = simple.copy()
-    for i in np.flatnonzero(~simple):
-        try:
-            d = Decimal(texts[i]) * 1000
-            v = int(d.to_integral_value())  # ROUND_HALF_EVEN by default
-        except (ArithmeticError, ValueError):  # InvalidOperation, decimal.Overflow ("1e999999")
-            continue
-        if d.is_finite() and INT64_MIN <= v <= INT64_MAX:
-            ns[i] = v
-            valid[i] = True
+#: Longest text the vectorised parse takes: ``-`` + 19 digits + ``.``. Longer texts, and
+#: those with an exponent, more than 3 fraction digits, spaces or non-ASCII characters, go
+#: through :class:`~decimal.Decimal` one by one (Kineto writes none of these).
+_WIDTH = 21
+_DOT, _MINUS, _ZERO = ord("."), ord("-"), ord("0")
+_TEN = np.uint64(10)
+
+
+def _text_us_to_ns(texts: list) -> tuple[np.ndarray, np.ndarray]:
+    """Decimal texts of µs -> (ns, valid), exactly (no float round trip). Other values
+    among them are fine too: ints are exact as text; None, bools and lists are invalid.
+
+    ``[-]digits[.d[d[d]]]`` texts (what Kineto writes: ``1712195495519689.047``) are parsed
+    from their ASCII bytes as integers, vectorised: the texts become rows of a byte matrix,
+    grouped by length and by the point's position (at most a few groups per column); in each
+    group the digits are summed up column by column (Horner, uint64: 19 digits cannot
+    overflow) and scaled by ``10**(3 - fraction digits)``. Other texts go through
+    :class:`decimal.Decimal` (rounded half to even to the ns).
+
+    Example: ``["1712195495519689.047", "-1.5", "0.0015"] -> [1712195495519689047, -1500, 2]``.
+    """
+    n = len(texts)
+    ns = np.zeros(n, dtype=np.int64)
+    valid = np.zeros(n, dtype=bool)
+    try:
+        # any value becomes text (None -> b"None": not a number); longer ones are cut, so
+        # they are left to Decimal below
+        mat = np.array(texts, dtype=f"S{_WIDTH + 1}")
+    except (UnicodeEncodeError, ValueError, TypeError):  # non-ASCII, a list: one by one
+        mat = None
+    if mat is not None and n:
+        b = mat.view(np.uint8).reshape(n, _WIDTH + 1)
+        length = np.strings.str_len(mat)
+        for size in np.flatnonzero(np.bincount(length)[1: _WIDTH + 1]).tolist():
+            size += 1
+            rows = np.flatnonzero(length == size)
+            _parse_group(b[rows, :size], rows, ns, valid)
+    for i in np.flatnonzero(~valid).tolist():
+        ns[i], valid[i] = _decimal_us_to_ns(texts[i])
     return ns, valid
+
+
+def _parse_group(sub: np.ndarray, rows: np.ndarray, ns: np.ndarray, valid: np.ndarray) -> None:
+    """Parse the texts of one length (``sub``: their bytes, one row each) that are
+    ``[-]digits`` or ``[-]digits.digits`` with 1 to 3 fraction digits; set ``ns[rows]`` and
+    ``valid[rows]`` where they parse (others are left for Decimal)."""
+    size = sub.shape[1]
+    col = np.ascontiguousarray(sub.T)  # one row per character position: contiguous passes
+    neg = col[0] == _MINUS
+    digit = (col - _ZERO) < 10  # uint8: bytes below "0" wrap around
+    digit[0] |= neg
+    for frac in range(4):  # digits after the point (0: no point)
+        point = size - 1 - frac if frac else size  # the point's position
+        if point < 1:
+            break
+        ok = (col[point] == _DOT) if frac else np.ones(len(sub), dtype=bool)
+        if not ok.any():
+            continue
+        for j in range(size):
+            if j != point:
+                ok &= digit[j]
+        ok &= point > neg  # a digit before the point ("-", ".5", "-.5": not here)
+        # at most 19 digits once scaled to ns (uint64); longer: Decimal says if it fits
+        ok &= (point - neg + 3) <= 19
+        if not ok.any():
+            continue
+        every = ok.all()
+        g = col if every else col[:, ok]
+        g_neg = neg if every else neg[ok]
+        val = np.where(g_neg, 0, g[0] - _ZERO).astype(np.uint64)
+        for j in range(1, size):
+            if j != point:
+                val *= _TEN
+                val += g[j] - _ZERO
+        val *= np.uint64(10 ** (3 - frac))
+        fits = val <= np.uint64(INT64_MAX)
+        v = val.astype(np.int64)
+        np.negative(v, out=v, where=g_neg)
+        where = rows if every else rows[ok]
+        if not fits.all():
+            where, v = where[fits], v[fits]
+        ns[where] = v
+        valid[where] = True
+
+
+def _decimal_us_to_ns(text: object) -> tuple[int, bool]:
+    """One decimal text (or int) of µs -> (ns, valid) through :class:`decimal.Decimal`."""
+    if type(text) is int:
+        return (text * 1000, True) if abs(text) <= _US_LIMIT else (0, False)
+    if type(text) is not str:
+        return 0, False
+    try:
+        x = Decimal(text) * 1000
+        # beyond int64 (checked before int(): "5e555555" would make a 555,555-digit int)
+        if not x.is_finite() or (x and x.adjusted() > 19):
+            return 0, False
+        v = int(x.to_integral_value())  # ROUND_HALF_EVEN by default
+    except (ArithmeticError, ValueError):  # InvalidOperation, decimal.Overflow ("1e999999")
+        return 0, False
+    return (v, True) if INT64_MIN <= v <= INT64_MAX else (0, False)

@@ -7,7 +7,8 @@ a stale entry. An entry is a folder::
 
     <root>/v<FORMAT>/<key[:2]>/<key>/
         meta.json          JSON payloads (orjson)
-        <name>.npy         one array each (np.save, loaded with allow_pickle=False, mmap)
+        <name>.npy         one array each (np.save, loaded with allow_pickle=False, mmap),
+                           stored in the narrowest exact dtype (:func:`narrow`)
         manifest.json      sizes and CRC-32 checksums of the files above; written last
 
 Writes go to a temporary folder that is renamed into place (atomic: readers see a whole
@@ -102,13 +103,102 @@ def _write(path: str, *parts: bytes | memoryview) -> dict:
 
 
 def _save(path: str, arr: np.ndarray) -> dict:
-    """``np.save(path, arr)`` (format 1.0, C order), checksummed from memory as written."""
+    """``np.save(path, arr)`` (format 1.0, C order) of the array narrowed by :func:`narrow`,
+    checksummed from memory as written; the manifest record says how to widen it back."""
     arr = np.require(arr, requirements="C")
     if arr.dtype.hasobject:
         raise ValueError("object arrays cannot be cached")
+    stored, how = narrow(arr)
     head = io.BytesIO()
-    np.lib.format.write_array_header_1_0(head, np.lib.format.header_data_from_array_1_0(arr))
-    return _write(path, head.getvalue(), memoryview(arr.reshape(-1)).cast("B"))
+    np.lib.format.write_array_header_1_0(head, np.lib.format.header_data_from_array_1_0(stored))
+    return {**_write(path, head.getvalue(), memoryview(stored.reshape(-1)).cast("B")), **how}
+
+
+#: Integer dtypes an integer array may be stored as, narrowest first.
+_NARROW_INTS = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16,
+                                            np.int32, np.uint32))
+
+
+def narrow(arr: np.ndarray) -> tuple[np.ndarray, dict]:
+    """The narrowest exact form of ``arr`` on disk: ``(stored, how)``; ``how`` is empty when
+    ``arr`` is stored as it is, else ``{"dtype": original, "shape": [...]}`` plus
+    ``"const": True`` when every element equals the one stored. Integers go to the
+    narrowest integer dtype holding their range, or, when that is narrower, their
+    differences (``"first"``: the first value; timestamps in time order); float64 to float32
+    where every value survives the round trip (NaNs included). :func:`widen` restores
+    ``arr`` exactly.
+
+    Example: ``int64 [-1, 7, 3]`` -> ``int8``; ``int64 [-1, -1, -1]`` -> ``[-1]``, const;
+    ``int64 [10**12, 10**12 + 5, 10**12 + 9]`` -> ``int8 [5, 4]``, first ``10**12``.
+    """
+    if arr.size < 2 or arr.dtype.kind not in "iuf":
+        return arr, {}
+    how = {"dtype": arr.dtype.str, "shape": list(arr.shape)}
+    flat = arr.reshape(-1)
+    if arr.dtype.kind == "f":
+        sign = np.signbit(flat)  # -0.0 == 0.0, but is not the same value
+        if np.array_equal(flat, np.full_like(flat, flat[0]), equal_nan=True) \
+                and sign.all() == sign.any():
+            return flat[:1], {**how, "const": True}
+        if arr.dtype.itemsize > 4:
+            small = arr.astype(np.float32)
+            if np.array_equal(small.astype(arr.dtype), arr, equal_nan=True):
+                return small, how
+        return arr, {}
+    lo, hi = int(flat.min()), int(flat.max())
+    if lo == hi:
+        return flat[:1], {**how, "const": True}
+    t = _int_dtype(lo, hi)
+    if t is not None and t.itemsize <= 2:
+        return arr.astype(t), how
+    best = (t or arr.dtype).itemsize
+    if hi - lo <= np.iinfo(np.int64).max:  # differences cannot overflow
+        # timestamps in time order: small steps, however big the values; a few big steps
+        # (sorted keys jumping to their next row) are kept aside in the manifest
+        step = np.diff(flat.astype(np.int64, copy=False))
+        for dt in _NARROW_INTS[::2]:  # signed
+            if dt.itemsize >= best:
+                break
+            info = np.iinfo(dt)
+            big = np.flatnonzero((step < info.min) | (step > info.max))
+            if len(big) <= _MAX_BIG_STEPS:
+                small = step.astype(dt)  # big steps wrap: replaced when widened
+                return small, {**how, "first": int(flat[0]), "big_at": big.tolist(),
+                               "big": step[big].tolist()}
+    return (arr.astype(t), how) if t is not None and t.itemsize < arr.dtype.itemsize else (arr, {})
+
+
+#: Most steps too big for the narrow dtype that a difference-coded array may have.
+_MAX_BIG_STEPS = 4096
+
+
+def _int_dtype(lo: int, hi: int) -> np.dtype | None:
+    """The narrowest integer dtype of :data:`_NARROW_INTS` holding ``lo..hi``, or None."""
+    for t in _NARROW_INTS:
+        info = np.iinfo(t)
+        if info.min <= lo and hi <= info.max:
+            return t
+    return None
+
+
+def widen(stored: np.ndarray, how: dict) -> np.ndarray:
+    """Inverse of :func:`narrow` (read-only, like the memory maps of unnarrowed arrays)."""
+    if not how.get("dtype"):
+        return stored
+    dtype, shape = np.dtype(how["dtype"]), tuple(how["shape"])
+    if how.get("const"):
+        out = np.full(shape, stored[0], dtype=dtype)
+    elif "first" in how:  # differences of consecutive elements
+        out = np.empty(len(stored) + 1, dtype=dtype)
+        out[0] = how["first"]
+        out[1:] = stored
+        out[1:][np.asarray(how["big_at"], dtype=np.intp)] = np.asarray(how["big"], dtype=dtype)
+        np.cumsum(out, out=out)
+        out = out.reshape(shape)
+    else:
+        out = stored.astype(dtype).reshape(shape)
+    out.flags.writeable = False
+    return out
 
 
 @dataclass
@@ -131,7 +221,8 @@ class Entry:
             path = os.path.join(self.folder, fname)
             if _digest(path) != self.manifest["files"][fname]["crc32"]:
                 raise ValueError(f"cache array {name} is corrupt")
-            self._arrays[name] = np.load(path, mmap_mode="r", allow_pickle=False)
+            self._arrays[name] = widen(np.load(path, mmap_mode="r", allow_pickle=False),
+                                       self.manifest["files"][fname])
         return self._arrays[name]
 
     def arrays(self) -> dict[str, np.ndarray]:
