@@ -117,7 +117,8 @@ def test_diff_view_golden_runs_deep_link_cpu_side_failure_and_swap(browser, diff
     wait_compared(page)
     q = query(page)
     assert (q["run"], q["diff_run"], q["view"]) == (W4, W0, "Diff")
-    assert page.locator("#diff-summary").inner_text().startswith("Step time +27.8 ms per step (slower")
+    page.wait_for_function("() => (document.getElementById('diff-summary')?.innerText ?? '')"
+                           ".startsWith('Step time +27.8 ms per step (slower')", timeout=READY_MS)
     context.close()
 
 

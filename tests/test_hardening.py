@@ -54,6 +54,14 @@ class Corpus:
     healthy: Path
     pool: concurrent.futures.ThreadPoolExecutor
 
+    def ready(self, route: str, **params):
+        """GET, asking again while it answers 202 (a timeline is built after the views)."""
+        deadline = time.monotonic() + READY_DEADLINE_S
+        while (resp := self.get(route, **params)).status_code == 202 \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return resp
+
     def get(self, route: str, **params):
         """GET with a deadline: a request that does not answer in time fails the test."""
         fut = self.pool.submit(self.client.get, query(route, **params))
@@ -305,7 +313,7 @@ def test_issue12_files_load_with_notes_and_are_cached(issue12, name):
     corpus, cache = issue12
     run, worker = name.split(".")[0], name.split(".")[0]
     for route, params in ENDPOINTS:
-        resp = corpus.get(route, run=run, worker=worker, **params)
+        resp = corpus.ready(route, run=run, worker=worker, **params)
         assert resp.status_code == 200, (name, route, resp.status_code, resp.get_data()[:300])
     overview = _json(corpus.get("overview", run=run, worker=worker))
     codes = {n["code"] for n in overview["notes"]}

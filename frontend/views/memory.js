@@ -192,6 +192,7 @@ export async function render(root, ctx) {
     windowText.textContent = `Window ${formatDuration(body.start_us)} – ${formatDuration(body.end_us)}`
       + (body.window_peak ? `, peak ${formatBytes(body.window_peak.allocated)} at ${formatDuration(body.window_peak.ts_us)}` : "");
     const fig = curveFigure(body, marked);
+    const shownMark = marked;
     drawing = true;
     try {
       await plot(chart, fig.data, {
@@ -203,6 +204,7 @@ export async function render(root, ctx) {
     } finally {
       drawing = false;
     }
+    if (marked !== shownMark) remark(marked); // marked while the plot was drawn
     if (!chart.dataset.bound) {
       chart.dataset.bound = "1";
       chart.on?.("plotly_relayout", (ev) => {
@@ -228,9 +230,11 @@ export async function render(root, ctx) {
 
   drawCurve().catch((err) => { chart.classList.remove("chart"); setChildren(chart, errorPanel(err)); });
 
+  /** Mark `row` (or nothing) on the curve; while a plot is being drawn, drawCurve marks it
+   * when done (a relayout during Plotly.react would be lost). */
   function remark(row) {
     marked = row;
-    if (curve) {
+    if (curve && !drawing) {
       const fig = curveFigure(curve, marked);
       window.Plotly?.relayout(chart, { shapes: fig.shapes, annotations: fig.annotations });
     }
