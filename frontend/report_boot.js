@@ -11,8 +11,9 @@
 "use strict";
 
 const StepscopeBoot = (() => {
+  const BROWSERS = "Chrome or Edge 89+, Firefox 113+, Safari 16.4+";
   const NEEDS = "This report needs a newer browser: it unpacks its data with "
-    + "DecompressionStream (Chrome or Edge 80+, Firefox 113+, Safari 16.4+).";
+    + `DecompressionStream and runs ES modules with an import map (${BROWSERS}).`;
 
   /** The bytes of base64 text (ASCII whitespace ignored, as atob does). */
   function bytesOf(base64) {
@@ -84,7 +85,12 @@ const StepscopeBoot = (() => {
       fail(doc, err.message);
       return false;
     }
-    await importMain("stepscope/main.js");
+    try {
+      await importMain("stepscope/main.js");
+    } catch (err) {      // e.g. a browser without import maps: the bare name is unknown
+      fail(doc, `The dashboard did not start (${err.message}). It needs ${BROWSERS}.`);
+      return false;
+    }
     return true;
   }
 

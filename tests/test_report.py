@@ -294,6 +294,7 @@ def test_browser_without_decompression_stream_is_told_why(browser, small_report)
     page.wait_for_selector("#view .error-panel", timeout=READY_MS)
     text = page.locator("#view .error-panel").inner_text()
     assert "needs a newer browser" in text and "DecompressionStream" in text, text
+    screenshot(page, "report_old_browser")
     assert page.evaluate("typeof window.Plotly") == "undefined"
     watch.assert_clean()
     ctx.close()

@@ -75,3 +75,13 @@ test("start: a missing block or an old browser shows a message, main.js never lo
     assert.ok(doc.ran.every((s) => s.type !== "importmap"));
   }
 });
+
+test("start: main.js failing to load (no import maps) shows a message", async () => {
+  const doc = fakeDoc({ data: b64("{}"), plotly: b64("P"), imports: b64("{}") });
+  const win = { DecompressionStream };
+  doc.head.appendChild = (s) => { if (s.textContent === "P") win.Plotly = {}; };
+  const importMain = async () => { throw new TypeError('Failed to resolve module specifier "stepscope/main.js"'); };
+  assert.equal(await Boot.start(doc, win, { importMain }), false);
+  const text = doc.nodes.view.children[0].children[1].textContent;
+  assert.ok(text.startsWith("The dashboard did not start (Failed to resolve") && text.includes("Firefox 113+"), text);
+});
