@@ -5,6 +5,9 @@
 - opened from disk in Chromium with every non-``file:`` request blocked, the report's
   tables and overview show the same text as the live dashboard, with no request, console
   error or dialog; its CSV button downloads exactly the rows shown;
+- the data, plotly.js and the import map travel gzip-compressed as base64; the page unpacks
+  them itself (DecompressionStream), says why when the browser cannot, and its CSP lets
+  only the report's own inline scripts run (by hash);
 - the file grows with distinct names, not with events; hostile names stay text;
 - the sub-command's output and exit status.
 Report sizes of the shared traces are printed (``-s``) and written to
@@ -13,6 +16,8 @@ test-output/report_sizes.json.
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import re
 import time
@@ -21,13 +26,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from browser import KINETO, XSS, have_chromium, open_page, output_dir, screenshot
+from browser import FRONTEND, KINETO, XSS, have_chromium, open_page, output_dir, screenshot
 from tracebuild import SHARED, have_shared, kernel, op, runtime, step
 
 from stepscope.cli import main
-from stepscope.share.bundle import json_for_script, rewrite_imports
+from stepscope.share.bundle import packed, rewrite_imports, unpacked
 from stepscope.share.load import spans_of
 from stepscope.share.report import report_data, write_report
+from stepscope.web.assets import plotly_js
 
 READY_MS = 60_000
 needs_shared = pytest.mark.skipif(not have_shared(), reason="shared traces missing")
@@ -36,9 +42,23 @@ browser_test = [pytest.mark.browser,
 
 
 def embedded(html: str) -> dict:
-    m = re.search(r'<script type="application/json" id="stepscope-data">(.*?)</script>', html,
-                  re.S)
-    return json.loads(m.group(1))
+    """The page's embedded answers: its data block, base64 -> gunzip -> JSON."""
+    return json.loads(unpacked(html, "data"))
+
+
+def policy(html: str) -> dict[str, list[str]]:
+    """The page's Content-Security-Policy: directive -> sources."""
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', html).group(1)
+    return {d.split()[0]: d.split()[1:] for d in csp.split(";") if d.strip()}
+
+
+def boot_script(html: str) -> tuple[str, str]:
+    """(nonce, code) of the page's one runnable script: the boot script."""
+    runnable = re.findall(r"<script( [^>]*)?>(.*?)</script>", html, re.S)
+    runnable = [(attrs, code) for attrs, code in runnable if "type=" not in (attrs or "")]
+    assert len(runnable) == 1, [a for a, _ in runnable]
+    attrs, code = runnable[0]
+    return re.fullmatch(r' nonce="([A-Za-z0-9_-]+)"', attrs).group(1), code
 
 
 def write_trace(path, events) -> None:
@@ -73,19 +93,25 @@ def test_imports_become_bare_names():
     assert "import(`stepscope/views/${n}.js`)" in rewrite_imports("main.js", "import(`./views/${n}.js`)")
 
 
-def test_json_cannot_end_its_script_element():
-    text = json_for_script(json.dumps({"n": "</script><!-- & >"}).encode())
-    assert "<" not in text and ">" not in text and "&" not in text
-    assert json.loads(text) == {"n": "</script><!-- & >"}
+def test_packed_blocks_are_plain_base64_of_gzip():
+    raw = json.dumps({"n": "</script><!-- & > é"}).encode()
+    text = packed(raw)
+    assert re.fullmatch(r"[A-Za-z0-9+/=]+", text)            # nothing can end the element
+    assert gzip.decompress(base64.b64decode(text)) == raw
+    assert packed(raw) == text                                # no timestamp: reproducible
+    page = f'<p><script type="application/gzip" id="stepscope-x">{text}</script>'
+    assert unpacked(page, "x") == raw
 
 
 def test_size_grows_with_names_not_events(tmp_path):
-    sizes = {}
+    sizes, packed_sizes = {}, {}
     for repeats in (2, 20):
         write_trace(tmp_path / f"r{repeats}" / "run" / "w.pt.trace.json", repeated_trace(repeats))
         data = report_data(spans_of(str(tmp_path / f"r{repeats}")), "x")
         sizes[repeats] = len(json.dumps(data))
+        packed_sizes[repeats] = len(packed(json.dumps(data).encode()))
     assert sizes[20] < 1.1 * sizes[2], sizes      # 10x the events, about the same size
+    assert packed_sizes[20] < 1.1 * packed_sizes[2], packed_sizes   # compressed too
     write_trace(tmp_path / "names" / "run" / "w.pt.trace.json",
                 [{**e, "name": f"{e['name']}_{i}"} if e["cat"] in ("cpu_op", "kernel") else e
                  for i, e in enumerate(repeated_trace(2))])
@@ -111,6 +137,32 @@ def test_command_writes_the_file_and_fails_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("stepscope report: ")
     assert not (tmp_path / "b.html").exists()
+
+
+@pytest.fixture(scope="module")
+def small_report(tmp_path_factory) -> Path:
+    """A report of one small hand-built trace."""
+    root = tmp_path_factory.mktemp("small")
+    write_trace(root / "logs" / "run" / "w.pt.trace.json", repeated_trace(1))
+    write_report(str(root / "logs"), str(root / "small.html"))
+    return root / "small.html"
+
+
+def test_page_holds_compressed_blocks_and_runs_only_its_own_scripts(small_report):
+    html = small_report.read_text()
+    assert unpacked(html, "plotly") == plotly_js().read_bytes()
+    modules = json.loads(unpacked(html, "imports"))["imports"]
+    assert "stepscope/main.js" in modules and "stepscope/report_boot.js" not in modules
+    assert all(url.startswith("data:text/javascript;base64,") for url in modules.values())
+    nonce, code = boot_script(html)
+    assert code == (FRONTEND / "report_boot.js").read_text()
+    csp = policy(html)
+    assert csp["script-src"] == [f"'nonce-{nonce}'"]            # no inline, eval, data:, blob:
+    assert csp["default-src"] == csp["connect-src"] == ["'none'"]
+    again = small_report.with_name("again.html")
+    write_report(str(small_report.parent / "logs"), str(again))
+    assert boot_script(again.read_text())[0] != nonce            # a new nonce per report
+    assert len(html) < 2_500_000                                 # plotly.js alone was 4.8 MB
 
 
 # -- against the live server --------------------------------------------------------------------
@@ -221,7 +273,8 @@ def test_hostile_names_stay_text(browser, tmp_path):
                 [{**e, "name": XSS} if e["cat"] == "cpu_op" else e for e in repeated_trace(1)])
     out = tmp_path / "x.html"
     write_report(str(tmp_path / "logs"), str(out))
-    assert XSS not in out.read_text()
+    assert XSS not in out.read_text() and "run</script>" not in out.read_text()
+    assert run in embedded(out.read_text())["runs"]["runs"]
     ctx, page, watch = open_page(browser, "file:///")
     page.goto(f"{out.as_uri()}?view=Operator")
     page.wait_for_selector("#view tbody tr", timeout=READY_MS)
@@ -232,17 +285,57 @@ def test_hostile_names_stay_text(browser, tmp_path):
     ctx.close()
 
 
+@pytest.mark.browser
+@pytest.mark.skipif(not have_chromium(), reason="needs /usr/bin/chromium")
+def test_browser_without_decompression_stream_is_told_why(browser, small_report):
+    ctx, page, watch = open_page(browser, "file:///")
+    ctx.add_init_script("delete window.DecompressionStream;")
+    page.goto(f"{small_report.as_uri()}?view=Operator")
+    page.wait_for_selector("#view .error-panel", timeout=READY_MS)
+    text = page.locator("#view .error-panel").inner_text()
+    assert "needs a newer browser" in text and "DecompressionStream" in text, text
+    screenshot(page, "report_old_browser")
+    assert page.evaluate("typeof window.Plotly") == "undefined"
+    watch.assert_clean()
+    ctx.close()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not have_chromium(), reason="needs /usr/bin/chromium")
+def test_scripts_without_the_reports_nonce_do_not_run(browser, small_report, tmp_path):
+    """What an injection could add (an inline or data: script, a handler) is refused; the
+    report itself still runs. (eval: no 'unsafe-eval' in the policy, tested above;
+    Playwright's evaluate is exempt from the page's CSP.)"""
+    html = small_report.read_text()
+    evil = ('<script>window.PWNED = "inline"</script>'
+            '<script src="data:text/javascript,window.PWNED=%22data%22"></script>'
+            '<img src="data:," onerror="window.PWNED = \'handler\'">')
+    out = tmp_path / "tampered.html"
+    out.write_text(html.replace('<div id="banner"></div>', evil + '<div id="banner"></div>', 1))
+    ctx, page, watch = open_page(browser, "file:///")
+    page.goto(f"{out.as_uri()}?view=Operator")
+    page.wait_for_selector("#view tbody tr", timeout=READY_MS)
+    assert page.evaluate("typeof window.PWNED") == "undefined"
+    assert watch.console_errors and all("Content Security Policy" in e for e in watch.console_errors)
+    assert not watch.page_errors and not watch.external
+    ctx.close()
+
+
 @needs_shared
 @pytest.mark.slow
 def test_report_sizes_of_the_shared_traces(tmp_path):
-    """Not pass/fail on the figures: records them (bytes, and bytes of data alone)."""
+    """Not pass/fail on the figures: records them (bytes of the file; of the data as JSON
+    and as the file holds it, gzip in base64)."""
     sizes = {}
     for key in sorted(p.name for p in Path(SHARED).iterdir() if p.is_dir()):
         src = f"{SHARED}/{key}"
         out = tmp_path / f"{key}.html"
         info = write_report(src, str(out))
-        data = len(json.dumps(embedded(out.read_text())))
-        sizes[key] = {"bytes": info.bytes, "data_bytes": data, "traces": info.spans}
-        assert info.bytes > data
+        html = out.read_text()
+        data = len(json.dumps(embedded(html)))
+        block = len(re.search(r'id="stepscope-data">([^<]*)<', html).group(1))
+        sizes[key] = {"bytes": info.bytes, "data_bytes": data, "data_packed_bytes": block,
+                      "traces": info.spans}
+        assert block < data and info.bytes > block
     (output_dir() / "report_sizes.json").write_text(json.dumps(sizes, indent=1))
     print(json.dumps(sizes, indent=1))

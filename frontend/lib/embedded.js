@@ -1,6 +1,7 @@
 // Answers of a `stepscope report` file (SPEC §4.5): the page carries the server's answers
-// as JSON (window.STEPSCOPE_EMBEDDED, written by stepscope/share/report.py) and api.js asks
-// this module instead of the network. Pure functions, unit-tested with node.
+// as gzip-compressed JSON (written by stepscope/share/report.py), which report_boot.js
+// unpacks into window.STEPSCOPE_EMBEDDED before the dashboard starts; api.js asks this
+// module instead of the network. Pure functions, unit-tested with node.
 
 import { columnKey, filterRows, sortRows } from "./table_model.js";
 

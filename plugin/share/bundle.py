@@ -6,30 +6,44 @@ map under the bare name ``stepscope/<path>``, and its relative imports are rewri
 those names (``../lib/dom.js`` in ``views/kernel.js`` -> ``stepscope/lib/dom.js``;
 main.js's ``import(`./views/${name}.js`)`` -> ``import(`stepscope/views/${name}.js`)``).
 The modules themselves are unchanged otherwise, so the report runs the dashboard's code.
-A Content-Security-Policy forbids every request to anywhere (``connect-src 'none'``).
 
-Untrusted text (trace names inside the JSON) cannot end a script element: ``<``, ``>`` and
-``&`` are written as ``\\u003c`` etc. inside the JSON.
+Small enough to mail: the embedded answers (JSON), plotly.js and the import map are each
+stored gzip-compressed as base64 in a data block (``<script type="application/gzip"
+id="stepscope-<name>">``, never run). ``frontend/report_boot.js`` (inline) unpacks them
+with the browser's ``DecompressionStream`` and runs plotly.js and the import map as inline
+scripts. The Content-Security-Policy runs only scripts carrying the report's nonce (random
+per report): the boot script, the two scripts it adds, and the modules it imports (a
+module's imports inherit its nonce), so no ``'unsafe-inline'``, ``'unsafe-eval'``,
+``data:`` or ``blob:`` source; and no request to anywhere (``connect-src 'none'``).
+
+Untrusted text (trace names inside the JSON) cannot end a script element: base64 has no
+``<``; the title and the note are HTML-escaped.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
+import gzip
 import html
 import posixpath
 import re
+import secrets
 from pathlib import Path
 
 from ..web.assets import frontend_dir, plotly_js
 
 #: Bare-name prefix of the frontend modules in the import map.
 PREFIX = "stepscope/"
+#: The inline classic script that unpacks the blocks and starts main.js (not a module).
+BOOT = "report_boot.js"
 #: A relative module specifier after ``from``, ``import`` or ``import(`` (quote, backtick).
 _SPEC = re.compile(r"""(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(["'`])(\.{1,2}/[^"'`]*)""")
-#: What a classic inline script must not contain (it would end or confuse the element).
+#: What an inline script must not contain (it would end or confuse the element).
 _UNSAFE_SCRIPT = re.compile(r"</script|<!--|<script", re.IGNORECASE)
-CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval' data:; "
-       "style-src 'unsafe-inline'; img-src data:; font-src data:; connect-src 'none'")
+#: The policy; ``{nonce}``: the report's nonce (the boot script's ``nonce`` attribute).
+CSP = ("default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; "
+       "img-src data:; font-src data:; connect-src 'none'")
 
 
 class BundleError(RuntimeError):
@@ -57,7 +71,7 @@ def import_map(root: Path | None = None) -> dict[str, str]:
     out = {}
     for path in sorted(root.rglob("*.js")):
         rel = path.relative_to(root).as_posix()
-        if rel.startswith("vendor/"):
+        if rel.startswith("vendor/") or rel == BOOT:
             continue
         code = rewrite_imports(rel, path.read_text(encoding="utf-8"))
         out[PREFIX + rel] = ("data:text/javascript;base64,"
@@ -67,20 +81,30 @@ def import_map(root: Path | None = None) -> dict[str, str]:
     return out
 
 
-def json_for_script(data: bytes) -> str:
-    """JSON bytes safe inside ``<script type="application/json">`` (no ``<``, ``>``, ``&``:
-    they only occur inside JSON strings, where the ``\\u`` escapes mean the same)."""
-    return (data.replace(b"<", b"\\u003c").replace(b">", b"\\u003e")
-            .replace(b"&", b"\\u0026").decode("utf-8"))
+def packed(raw: bytes) -> str:
+    """``raw`` gzip-compressed (level 9, no timestamp: the same bytes give the same file),
+    as base64 text: safe anywhere in HTML."""
+    return base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii")
 
 
-def classic_script(code: str) -> str:
-    """An inline ``<script>``, or a base64 ``data:`` one when the code holds markup that
-    would end the element early."""
-    if _UNSAFE_SCRIPT.search(code):
-        b64 = base64.b64encode(code.encode("utf-8")).decode("ascii")
-        return f'<script src="data:text/javascript;base64,{b64}"></script>'
-    return f"<script>{code}</script>"
+def unpacked(page_html: str, name: str) -> bytes:
+    """The bytes of the block ``stepscope-<name>`` of a report page (what the page's
+    DecompressionStream gives); raises BundleError when the page has no such block."""
+    m = re.search(rf'<script type="application/gzip" id="stepscope-{re.escape(name)}">'
+                  r"([A-Za-z0-9+/=]*)</script>", page_html)
+    if not m:
+        raise BundleError(f"no {name} block in this page: not a stepscope report?")
+    return gzip.decompress(base64.b64decode(m.group(1)))
+
+
+@functools.lru_cache(maxsize=2)
+def _packed_file(path: str, mtime_ns: int) -> str:
+    """:func:`packed` bytes of a file, once per file version (plotly.js: ~0.4 s of gzip)."""
+    return packed(Path(path).read_bytes())
+
+
+def _data_block(name: str, text: str) -> str:
+    return f'<script type="application/gzip" id="stepscope-{name}">{text}</script>'
 
 
 def page(data_json: bytes, *, title: str, note: str) -> str:
@@ -96,18 +120,20 @@ def page(data_json: bytes, *, title: str, note: str) -> str:
     if plotly is None:
         raise BundleError("the plotly package is not installed (pip install plotly): the "
                           "report inlines its plotly.min.js")
-    imports = json_for_script(_dumps({"imports": import_map(root)}))
+    plotly_text = _packed_file(str(plotly), plotly.stat().st_mtime_ns)
+    imports = _dumps({"imports": import_map(root)})
+    boot = (root / BOOT).read_text(encoding="utf-8")
+    if _UNSAFE_SCRIPT.search(boot):
+        raise BundleError(f"{BOOT} holds markup that would end its inline script")
+    nonce = secrets.token_urlsafe(18)
     icon = base64.b64encode((root / "favicon.svg").read_bytes()).decode("ascii")
     head = "\n".join([
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP.format(nonce=nonce)}">',
         f"<style>{css}</style>",
-        f'<script type="application/json" id="stepscope-data">{json_for_script(data_json)}'
-        "</script>",
-        '<script>window.STEPSCOPE_EMBEDDED = JSON.parse('
-        'document.getElementById("stepscope-data").textContent);</script>',
-        classic_script(plotly.read_text(encoding="utf-8")),
-        f'<script type="importmap">{imports}</script>',
-        f'<script type="module">import "{PREFIX}main.js";</script>',
+        _data_block("data", packed(data_json)),
+        _data_block("plotly", plotly_text),
+        _data_block("imports", packed(imports)),
+        f'<script nonce="{nonce}">{boot}</script>',
     ])
     # the inlined code last: nothing searched for afterwards can match inside it
     for old, new in (("<title>Stepscope</title>", f"<title>{html.escape(title)}</title>"),
