@@ -82,7 +82,8 @@ def test_gpu_rank_summary_and_combination_exact():
     assert out["collectives"]["rows"] == [["all_reduce", 1, 4096, 4096.0, 10, 10.0, 0.41, 0.41]]
     st = out["straggler"]
     assert st["rank"] == 1 and st["wait_us"] == {"0": 30, "1": 0} and st["arrived_last"] == {"0": 0, "1": 1}
-    assert st["text"].startswith("rank 1 waited 0.0 ms in 1 step, the others 0.0–0.0 ms")
+    # two ranks: "the other", one value, in µs below 1 ms (not "the others 0.0–0.0 ms")
+    assert st["text"] == "rank 1 waited 0 µs in 1 step, the other 30 µs: it waits for rank 1"
 
 
 def summary(rank, colls, steps=((0, 1000),), world=None, groups=("0",)):

@@ -118,6 +118,7 @@ def test_allocations_page_window_search_and_sort(views):
 
 
 @pytest.mark.parametrize("q", [{"offset": "-1"}, {"limit": "x"}, {"sort": "nope"},
+                               {"offset": "99999999999999999999999"},  # was a 500 (int64)
                                {"dir": "up", "sort": "size"}, {"start": "9", "end": "1"},
                                {"start": "abc"}])
 def test_allocations_page_bad_parameters_are_400(views, q):

@@ -65,6 +65,10 @@ def test_phases_ranges_and_modules_tabs(browser, base):
     page.wait_for_selector("#module-phase-device-chart .main-svg")
     rows = page.locator(".phase-table tbody tr")
     assert rows.count() == 6
+    # number column headers sit over their right-aligned numbers
+    align = page.evaluate("""() => [...document.querySelectorAll('.phase-table thead th')]
+        .map(th => getComputedStyle(th).textAlign)""")
+    assert align == ["left", "right", "right", "right", "right"]
     assert "your record_function ranges" in page.locator("#module-body").inner_text()
     screenshot(page, "module_phases")
     page.select_option("#module-step", "102")
@@ -76,6 +80,9 @@ def test_phases_ranges_and_modules_tabs(browser, base):
     page.wait_for_selector("#module-range-tree")
     text = page.locator("#module-range-tree").inner_text()
     assert "## backward ##" in text and "DistributedDataParallel.forward" in text
+    align = page.evaluate("""() => [...document.querySelectorAll('#module-range-tree thead th')]
+        .map(th => getComputedStyle(th).textAlign)""")
+    assert align[0] == "left" and set(align[1:]) == {"right"}
     assert query(page)["mod_tab"] == "ranges"
     page.click("#module-range-view [data-view=flat]")
     page.locator("#module-body .data-table tbody tr").first.wait_for()

@@ -251,6 +251,16 @@ def test_cpu_exec_dominant_names_the_top_host_self_operators():
     cpu = items["cpu_bound"]
     assert cpu["share"] == 65.0
     assert "aten::conv2d (50 µs), aten::add (10 µs), aten::relu (5 µs)" in cpu["text"]
+    # a CPU-only trace has no GPU to wait: the advice must not speak of one
+    assert "GPU" not in cpu["text"]
+
+
+def test_cpu_exec_on_a_gpu_trace_says_the_gpu_waits():
+    events = [step(1, 0, 100), op("aten::conv2d", 0, 60),
+              *launch("aten::add", 70, 2, "k", 80, 5, corr=1, ext=1, grid=[800, 1, 1],
+                      occupancy=80)]
+    items, _ = advice(events)
+    assert "while the GPU waits" in items["cpu_bound"]["text"]
 
 
 def test_cpu_exec_quiet_when_small():

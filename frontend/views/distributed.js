@@ -74,7 +74,7 @@ function stragglerCard(straggler) {
   }
   const ranks = Object.keys(straggler.wait_us ?? {});
   const evidence = el("table", { className: "data-table compact", id: "dist-evidence" },
-    el("thead", {}, el("tr", {}, el("th", {}, "Rank"), el("th", {}, "Total wait (µs)"), el("th", {}, "Arrived last (times)"))),
+    el("thead", {}, el("tr", {}, el("th", {}, "Rank"), el("th", { className: "num" }, "Total wait (µs)"), el("th", { className: "num" }, "Arrived last (times)"))),
     el("tbody", {}, ranks.map((r) => el("tr", { className: String(straggler.rank) === r ? "highlight" : "" },
       el("td", {}, r), el("td", { className: "num" }, String(straggler.wait_us[r])),
       el("td", { className: "num" }, String(straggler.arrived_last?.[r] ?? 0))))));

@@ -139,6 +139,14 @@ function statsColumns(columns) {
   });
 }
 
+/** The device shown when the URL names none: the accelerator with the largest peak (a GPU
+ * trace's CPU device often holds a few bytes), else the first device. */
+export function defaultDevice(devices) {
+  const accel = devices.filter((d) => d.type !== 0);
+  if (!accel.length) return devices[0].device;
+  return accel.reduce((a, b) => (b.peak_allocated > a.peak_allocated ? b : a)).device;
+}
+
 /** Render the memory view of ctx.client's span into `root`. */
 export async function render(root, ctx) {
   setChildren(root, loadingLine("Loading memory…"));
@@ -149,7 +157,7 @@ export async function render(root, ctx) {
       "Profile with torch.profiler.profile(profile_memory=True) to record allocations.")));
     return;
   }
-  const device = devices.some((d) => d.device === ctx.state.mem_device) ? ctx.state.mem_device : devices[0].device;
+  const device = devices.some((d) => d.device === ctx.state.mem_device) ? ctx.state.mem_device : defaultDevice(devices);
   const groupBy = ctx.state.mem_group_by in GROUPS ? ctx.state.mem_group_by : "Operation";
   const overview = ctx.client.get("overview");
   const statsP = ctx.client.get("memory/stats", { device, group_by: groupBy });

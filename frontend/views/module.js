@@ -80,7 +80,7 @@ async function phasesTab(ctx, box, summary) {
     body.steps.map((s) => el("option", { value: s.step, selected: s.step === step }, `Step ${s.step}`)));
   setChildren(table, el("div", { className: "card-tools" }, el("label", { className: "inline-control" }, "Step ", select)),
     el("table", { className: "data-table phase-table" },
-      el("thead", {}, el("tr", {}, ["Phase", "Host", "Host %", "Device", "Device %"].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ["Phase", "Host", "Host %", "Device", "Device %"].map((h, i) => el("th", { className: i ? "num" : "" }, h)))),
       el("tbody", {}, body.phases.map((p) => el("tr", { dataset: { phase: p } }, el("td", {}, p),
         el("td", { className: "num" }, formatDuration(entry.host_us[p])), el("td", { className: "num" }, formatPercent(entry.host_pct[p])),
         el("td", { className: "num" }, formatDuration(entry.device_us[p])), el("td", { className: "num" }, formatPercent(entry.device_pct[p])))),
@@ -124,7 +124,7 @@ export function treeTable(columns, roots, { open = 1, id } = {}) {
     return out;
   };
   return el("table", { className: "data-table tree-table", id },
-    el("thead", {}, el("tr", {}, el("th", {}, "Name"), columns.map((c) => el("th", {}, c.label)))),
+    el("thead", {}, el("tr", {}, el("th", {}, "Name"), columns.map((c) => el("th", { className: "num" }, c.label)))),
     el("tbody", {}, rowsFor(roots, 0)));
 }
 

@@ -222,6 +222,9 @@ def quote(names: list[tuple[str, int]]) -> str:
     return ", ".join(f"{n} ({round(ns / 1000):,} µs)" for n, ns in names)
 
 
+#: step-time categories that exist only when the trace has GPU (device or runtime) activity
+DEVICE_CATEGORIES = ("Kernel", "Memcpy", "Memset", "Runtime")
+
 #: categories whose time keeps the GPU idle, each addressed by an item of its own
 IDLE_CAUSES = {"runtime_bound": "Runtime", "cpu_bound": "CPU Exec", "dataloader": "DataLoader",
                "other": "Other"}
@@ -381,9 +384,12 @@ def rule_cpu_bound(f: Facts) -> Optional[Item]:
     share = f"{f.shares['CPU Exec']:.1f}%"
     top = quote(f.top_host_self)
     named = f" The operators with the most host self time are {top}." if top else ""
+    # a CPU-only trace has no GPU to keep waiting
+    gpu = f.kernels > 0 or any(f.shares.get(c, 0.0) > 0 for c in DEVICE_CATEGORIES)
+    waits = " while the GPU waits" if gpu else ""
     return _item("cpu_bound",
-                 f"{share} of the step time is CPU execution (host operators, Python) while "
-                 f"the GPU waits.{named} Look for Python-side work in the step loop, "
+                 f"{share} of the step time is CPU execution (host operators, Python)"
+                 f"{waits}.{named} Look for Python-side work in the step loop, "
                  "fuse small operations (torch.compile), or move the work off the critical "
                  "path (e.g. into the DataLoader workers).",
                  f"CPU Exec: {share} of the average step time"

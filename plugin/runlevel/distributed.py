@@ -239,12 +239,24 @@ def _straggler(entries: list[dict], totals: list[int], last: list[int], n_coll: 
     if not totals[i] < median / 2:
         return {"rank": None, **evidence,
                 "text": "no straggler: every rank waits about as long as the others "
-                        f"({_ms(min(totals))}–{_ms(max(totals))} ms)."}
+                        f"({_span(min(totals), max(totals))})."}
     steps = len(entries[i]["steps"])
-    text = (f"rank {ranks[i]} waited {_ms(totals[i])} ms"
+    text = (f"rank {ranks[i]} waited {_span(totals[i], totals[i])}"
             + (f" in {steps} step{'s' if steps > 1 else ''}" if steps else "")
-            + f", the others {_ms(min(others))}–{_ms(max(others))} ms: they wait for rank {ranks[i]}")
+            + (f", the other {_span(others[0], others[0])}: it waits" if len(others) == 1 else
+               f", the others {_span(min(others), max(others))}: they wait")
+            + f" for rank {ranks[i]}")
     return {"rank": ranks[i], **evidence, "text": text}
+
+
+def _span(lo_ns: int, hi_ns: int) -> str:
+    """``30 µs``, ``0.7 ms``, ``188–227 ms``: one value when both read the same; µs when
+    both are below 1 ms (a wait of 30 µs is not "0.0 ms")."""
+    if hi_ns < 1_000_000:
+        a, b, unit = f"{lo_ns / 1e3:,.0f}", f"{hi_ns / 1e3:,.0f}", "µs"
+    else:
+        a, b, unit = _ms(lo_ns), _ms(hi_ns), "ms"
+    return f"{a} {unit}" if a == b else f"{a}–{b} {unit}"
 
 
 def _ms(ns: int) -> str:

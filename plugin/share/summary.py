@@ -130,6 +130,8 @@ def ranges_section(views: ViewSet) -> Section | None:
     if "module/ranges" not in ROUTES or "Module" not in views.names():
         return None
     body = views.get("module/ranges", {"flat": "1"})
+    if not body:
+        return None
     keys = [("name", "Name", "text"), ("calls", "Calls", "count"),
             ("host_total_us", "Host total (us)", "us"), ("host_avg_us", "Host avg (us)", "us"),
             ("host_min_us", "Host min (us)", "us"), ("host_max_us", "Host max (us)", "us"),

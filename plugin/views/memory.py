@@ -174,6 +174,10 @@ def _window(p: Mapping[str, str | None]) -> tuple[int | None, int | None]:
     return s, e
 
 
+#: largest offset/limit accepted (a row count; bigger ones do not fit the JSON's int64)
+MAX_COUNT = 2**53
+
+
 def _count(p: Mapping[str, str | None], key: str, default: int | None) -> int | None:
     raw = p.get(key)
     if raw is None:
@@ -183,8 +187,8 @@ def _count(p: Mapping[str, str | None], key: str, default: int | None) -> int | 
     except ValueError:
         raise BadParameter(f"bad {key}", f"{key} must be a whole number, got {raw[:40]!r}.") \
             from None
-    if v < 0:
-        raise BadParameter(f"bad {key}", f"{key} must be >= 0, got {v}.")
+    if not 0 <= v <= MAX_COUNT:
+        raise BadParameter(f"bad {key}", f"{key} must be 0..{MAX_COUNT}, got {raw[:40]!r}.")
     return v
 
 

@@ -1,7 +1,7 @@
 // Unit tests of frontend/views/memory.js helpers (run by tests/test_frontend_unit.py).
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { allocationRows, byteUnit, curveFigure, num, pageQuery } from "../../frontend/views/memory.js";
+import { allocationRows, byteUnit, curveFigure, defaultDevice, num, pageQuery } from "../../frontend/views/memory.js";
 
 const TABLE = {
   columns: [{ type: "string", name: "Operator" }, { type: "number", name: "Size" },
@@ -49,4 +49,12 @@ test("curve figure: hover text, peak marker, steps in the window, marked allocat
   const mark = fig.annotations.find((a) => /never freed/.test(a.text));
   assert.match(mark.text, /C&lt;x&gt;/);
   assert.equal(fig.shapes.find((s) => s.type === "rect").x1, 10);  // to the window end
+});
+
+test("the default device is the GPU with the largest peak, not a CPU of a few bytes", () => {
+  const cpu = { device: "CPU", type: 0, id: -1, peak_allocated: 8 };
+  const gpus = [{ device: "GPU0", type: 1, id: 0, peak_allocated: 10 },
+    { device: "GPU1", type: 1, id: 1, peak_allocated: 6629508096 }];
+  assert.equal(defaultDevice([cpu, ...gpus]), "GPU1");
+  assert.equal(defaultDevice([cpu]), "CPU");
 });
