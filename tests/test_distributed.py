@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from tracebuild import SHARED, build, launch, op, step
+from tracebuild import SHARED, build, launch, op, py, step, user
 
 from stepscope.analysis import analyze
 from stepscope.analysis.collectives import canonical_op
@@ -84,6 +84,25 @@ def test_gpu_rank_summary_and_combination_exact():
     assert st["rank"] == 1 and st["wait_us"] == {"0": 30, "1": 0} and st["arrived_last"] == {"0": 0, "1": 1}
     # two ranks: "the other", one value, in µs below 1 ms (not "the others 0.0–0.0 ms")
     assert st["text"] == "rank 1 waited 0 µs in 1 step, the other 30 µs: it waits for rank 1"
+
+
+def test_cpu_rank_split_counts_a_blocked_thread_as_communication():
+    """CPU (gloo) rank: the main thread blocked in c10d::allreduce_ under AccumulateGrad waits,
+    it does not compute; computation on the main thread while a gloo thread communicates is
+    overlap; user ranges and python frames annotate work, they are not computation."""
+    trace = build([
+        step(1, 0, 100),
+        op("autograd::engine::evaluate_function: AccumulateGrad", 10, 50),
+        op("c10d::allreduce_", 20, 30),
+        op("gloo:all_reduce", 25, 30, tid=7, cat="user_annotation"),
+        op("aten::mm", 60, 20), user("my_range", 80, 5), py("train.py(12): loop", 85, 5),
+    ])
+    s = summarise(analyze(trace))
+    # M = [20,55) (both collectives); C = main ops [10,80) minus its [20,50) = [10,20) + [50,80)
+    # overlap [50,55) = 5, computation 35, communication 30, other 100 - |[10,80)| = 30
+    assert [s[k] for k in ("computation", "overlap", "communication", "other")] == \
+        [[35_000], [5_000], [30_000], [30_000]]
+    assert s["ops"] == ["all_reduce"] and len(s["start"]) == 1       # matched: the gloo range
 
 
 def summary(rank, colls, steps=((0, 1000),), world=None, groups=("0",)):

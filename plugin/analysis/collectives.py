@@ -10,8 +10,9 @@ One trace = one rank. Its collectives are, in start order:
 - CPU traces: the ``gloo:*`` ranges (each spans the wait for the peers and the transfer);
   without them the outermost collective host ops.
 
-Per step, with C the union of computation (non-communication kernels; host ops in a CPU
-trace) and M the union of the collectives: computation = |C \\ M|, communication =
+Per step, with C the union of computation (non-communication kernels; in a CPU trace host
+ops minus each thread's time inside collectives) and M the union of the collectives (in a
+CPU trace every host collective op or range, as the overview's Communication): computation = |C \\ M|, communication =
 |M \\ C|, overlap = |C ∩ M|, other = step - |C ∪ M| (integer ns, they sum to the step).
 
 Example: step ``[0, 10)``, kernel ``[0, 4)``, NCCL kernel ``[2, 6)`` -> computation 2,
@@ -34,7 +35,7 @@ from ..taxonomy import (
     Kind,
 )
 from .breakdown import name_mask
-from .intervals import covered, union
+from .intervals import covered, difference, union
 from .tree import any_ancestor_or_self
 
 #: Process group of collectives whose trace names none.
@@ -182,16 +183,45 @@ class CommSplit:
     other: np.ndarray
 
 
+def _cpu_computation_and_communication(trace) -> tuple[tuple, tuple]:
+    """CPU trace: the unions of computation and communication (SPEC §4.3 with host work).
+
+    Communication: every host collective op or range (``c10d::*``, ``gloo:*``, ... the
+    §2.2 Communication of the overview) on any thread. Computation: host ops that are not
+    collectives, minus, on their own thread, the time that thread spends inside a
+    collective: a main thread blocked in ``c10d::allreduce_`` under ``AccumulateGrad`` waits,
+    it does not compute. So overlap is an op running on one thread while another thread
+    communicates (DDP's bucketed all-reduce during backward). User ranges and python frames
+    are not computation: they annotate work and span waits (``## backward ##`` covers the
+    gloo all-reduces it waits for).
+    """
+    kind = trace.kind
+    coll = ((kind == Kind.HOST_OP) | (kind == Kind.USER_RANGE)) \
+        & name_mask(trace, COLLECTIVE_OP_NAME)
+    work = (kind == Kind.HOST_OP) & ~coll
+    start, end = trace.start, trace.end()
+    parts_s, parts_e = [], []
+    for t in np.unique(trace.thread[work]).tolist():
+        on = trace.thread == t
+        ws, we = union(start[work & on], end[work & on])
+        ms, me = union(start[coll & on], end[coll & on])
+        ds, de = difference(ws, we, ms, me)
+        parts_s.append(ds)
+        parts_e.append(de)
+    comp = union(np.concatenate(parts_s or [np.zeros(0, np.int64)]),
+                 np.concatenate(parts_e or [np.zeros(0, np.int64)]))
+    return comp, union(start[coll], end[coll])
+
+
 def comm_split(a, coll: Collectives) -> CommSplit:
     """Computation / communication / overlap / other per step of ``a`` (an Analysis)."""
     trace, steps = a.trace, a.steps
     if a.comm_kernel.any():
         comp = (trace.kind == Kind.KERNEL) & ~a.comm_kernel
+        cs, ce = union(trace.start[comp], trace.end()[comp])
+        ms, me = union(coll.start, coll.start + coll.dur)
     else:
-        comp = (trace.kind == Kind.HOST_OP) & ~name_mask(trace, COLLECTIVE_OP_NAME)
-    end = trace.end()
-    cs, ce = union(trace.start[comp], end[comp])
-    ms, me = union(coll.start, coll.start + coll.dur)
+        (cs, ce), (ms, me) = _cpu_computation_and_communication(trace)
     bs, be = union(np.concatenate((cs, ms)), np.concatenate((ce, me)))
     lo, hi = steps.start, steps.end
     c, m, both = covered(cs, ce, lo, hi), covered(ms, me, lo, hi), covered(bs, be, lo, hi)

@@ -36,6 +36,25 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return s[first], run[last]
 
 
+def difference(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """``A \\ B`` of two unions (sorted, disjoint ``[s, e)``), as a union.
+
+    Example: ``[0, 10)`` minus ``[2, 4)`` and ``[8, 12)`` -> ``[0, 2)``, ``[4, 8)``.
+    """
+    if not len(a_s) or not len(b_s):
+        return a_s, a_e
+    points = np.unique(np.concatenate((a_s, a_e, b_s, b_e)))
+    left, right = points[:-1], points[1:]
+
+    def inside(s, e, p):
+        i = np.searchsorted(s, p, side="right") - 1
+        return (i >= 0) & (p < e[np.maximum(i, 0)])
+
+    keep = inside(a_s, a_e, left) & ~inside(b_s, b_e, left)
+    return union(left[keep], right[keep])
+
+
 def cumulative_lengths(ms: np.ndarray, me: np.ndarray) -> np.ndarray:
     """Covered length before each of disjoint sorted ``[ms, me)`` (length ``len(ms) + 1``)."""
     return np.concatenate(([0], np.cumsum(me - ms)))
