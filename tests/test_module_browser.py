@@ -101,6 +101,40 @@ def test_phases_ranges_and_modules_tabs(browser, base):
     context.close()
 
 
+def download_lines(page, selector: str) -> list[str]:
+    """Click the CSV button `selector`; the downloaded file's CRLF lines."""
+    with page.expect_download() as dl:
+        page.click(selector)
+    with open(dl.value.path(), encoding="utf-8", newline="") as f:
+        return f.read().strip("\r\n").split("\r\n")
+
+
+def test_phase_table_and_trees_download_as_csv(browser, base):
+    context, page, watch = open_page(browser, base)
+    page.goto(f"{base}/?run=tiny&view=Module")
+    page.wait_for_selector(".phase-table", timeout=READY_MS)
+    lines = download_lines(page, "#module-phase-csv")
+    shown = page.locator(".phase-table tbody tr")
+    assert len(lines) == 1 + shown.count()
+    assert [ln.split(",")[0] for ln in lines[1:]] == [
+        shown.nth(i).locator("td").first.inner_text() for i in range(shown.count())]
+    assert lines[-1].startswith("Step,1000,")  # the step's 1,000 µs host span
+
+    page.goto(f"{base}/?run=tiny&view=Module&mod_tab=modules")
+    page.wait_for_selector("#module-tree")
+    lines = download_lines(page, "#module-tree-csv")
+    assert lines[0] == "Depth,Path,Name,Occurrences,Host total (us),Host self (us),Device total (us)"
+    assert any(ln.startswith("1,nn.Module: Net_0 / nn.Module: Linear_0,nn.Module: Linear_0,1,") for ln in lines)
+
+    page.goto(f"{base}/?run=tiny&view=Module&mod_tab=ranges")
+    page.wait_for_selector("#module-range-tree")
+    lines = download_lines(page, "#module-range-csv")
+    assert lines[0].startswith("Depth,Path,Name,Calls,Host total (us)")
+    assert {ln.split(",")[2] for ln in lines[1:]} >= {"forward", "backward"}
+    watch.assert_clean()
+    context.close()
+
+
 def test_flame_graph_zoom_search_download_and_deep_link(browser, base):
     context, page, watch = open_page(browser, base)
     page.goto(f"{base}/?run=cuda&view=Module&mod_tab=flame")

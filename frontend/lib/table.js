@@ -5,6 +5,26 @@ import { formatBytes, formatCount, formatDuration, formatPercent, shortenName } 
 import { csvText, paginate, shownRows, tableView } from "./table_model.js";
 import { errorPanel, loadingLine } from "./status.js";
 
+/** Save `text` as the CSV file `name` (a download from the page, no request). */
+export function saveCsv(name, text) {
+  const url = URL.createObjectURL(new Blob([text], { type: "text/csv;charset=utf-8" }));
+  const a = el("a", { href: url, download: name, className: "offscreen" });
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+/**
+ * A "CSV" button for a table not built by createTable: on click, `table()` -> {columns
+ * ({key, label, kind} as csvText takes them), rows} is saved as `name`. `title` says what
+ * is in the file.
+ */
+export function csvButton(name, title, table, id) {
+  return el("button", { type: "button", className: "button table-csv", title, id,
+    on: { click: () => { const t = table(); saveCsv(name, csvText(t.columns, t.rows)); } } }, "CSV");
+}
+
 export const PAGE_SIZES = [10, 25, 50, 100];
 const NUMERIC = new Set(["count", "duration", "percent", "number", "bytes"]);
 
@@ -208,13 +228,7 @@ export function createTable(options) {
       ? (await options.fetchPage({ search: st.search, sort: st.sort, dir: st.dir, page: 0,
         pageSize: Math.max(1, shown?.matched ?? 0) })).rows
       : shownRows(rows, { search: st.search, searchKeys, sort: st.sort, dir: st.dir });
-    const text = csvText(columns, all);
-    const url = URL.createObjectURL(new Blob([text], { type: "text/csv;charset=utf-8" }));
-    const a = el("a", { href: url, download: options.csvName ?? `${noun}.csv`, className: "offscreen" });
-    document.body.appendChild(a);
-    a.click();
-    a.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 1000);
+    saveCsv(options.csvName ?? `${noun}.csv`, csvText(columns, all));
   }
 
   render();

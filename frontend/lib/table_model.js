@@ -126,3 +126,19 @@ export function csvText(columns, rows) {
 export function shownRows(rows, { search = "", searchKeys = [], sort = "", dir = "desc" } = {}) {
   return sortRows(filterRows(rows, search, searchKeys), sort, dir);
 }
+
+/**
+ * Every node of a tree (nested `children`), depth first, as flat rows for a CSV: each row
+ * is the node's fields plus `depth` (0 = root) and `path` (the names from the root, joined
+ * by " / "), whether or not the node is expanded on screen.
+ */
+export function treeRows(roots, depth = 0, prefix = "") {
+  const out = [];
+  for (const node of roots ?? []) {
+    const path = prefix ? `${prefix} / ${node.name}` : String(node.name);
+    const { children, ...fields } = node;
+    out.push({ ...fields, depth, path });
+    out.push(...treeRows(children, depth + 1, path));
+  }
+  return out;
+}

@@ -7,7 +7,7 @@
 import { drawHeatmap, drawStackedBars } from "../lib/charts.js";
 import { card, el, setChildren } from "../lib/dom.js";
 import { emptyState, errorPanel, loadingLine } from "../lib/status.js";
-import { createTable } from "../lib/table.js";
+import { createTable, csvButton } from "../lib/table.js";
 import { chartTableRows } from "../lib/table_model.js";
 import { buildQuery, withoutViewKeys } from "../lib/urlstate.js";
 
@@ -67,6 +67,15 @@ function stepSelect(ctx, names, current) {
       names.map((n) => el("option", { value: n, selected: n === current }, `Step ${n}`))));
 }
 
+/** The straggler evidence table as shown, for its CSV: one row per rank (wait in µs). */
+export function evidenceRows(straggler) {
+  const columns = [{ key: "rank", label: "Rank", kind: "text" }, { key: "wait_us", label: "Total wait", kind: "duration" },
+    { key: "arrived_last", label: "Arrived last (times)", kind: "count" }];
+  const rows = Object.keys(straggler?.wait_us ?? {}).map((r) => ({ rank: r, wait_us: straggler.wait_us[r],
+    arrived_last: straggler.arrived_last?.[r] ?? 0 }));
+  return { columns, rows };
+}
+
 function stragglerCard(straggler) {
   if (!straggler) {
     return card("Straggler", el("p", { id: "dist-straggler", className: "muted" },
@@ -80,6 +89,8 @@ function stragglerCard(straggler) {
       el("td", { className: "num" }, String(straggler.arrived_last?.[r] ?? 0))))));
   return card("Straggler", el("p", { id: "dist-straggler" }, el("strong", {}, straggler.text)),
     el("p", { className: "muted" }, `Over ${straggler.collectives} matched collectives. The straggler is the rank the others wait for (the smallest total wait); "arrived last" alone misleads with tree collectives such as gloo's broadcast.`),
+    el("div", { className: "card-tools" }, csvButton("straggler_evidence.csv",
+      "Download this table (wait in µs per rank) as CSV", () => evidenceRows(straggler), "dist-evidence-csv")),
     evidence);
 }
 

@@ -8,7 +8,8 @@ import { card, el, setChildren } from "../lib/dom.js";
 import { formatCount, formatDuration, formatPercent } from "../lib/format.js";
 import { ROW, draw, layout, matchedTotal, matches, tipLines } from "../lib/flame.js";
 import { emptyState, errorPanel, loadingLine } from "../lib/status.js";
-import { createTable } from "../lib/table.js";
+import { createTable, csvButton } from "../lib/table.js";
+import { treeRows } from "../lib/table_model.js";
 import { buildQuery } from "../lib/urlstate.js";
 
 export const TABS = { phases: "Phases", ranges: "User ranges", modules: "Modules", flame: "Flame graph" };
@@ -50,6 +51,33 @@ function notesList(notes, codes) {
     shown.map((n) => el("li", { className: n.level, dataset: { code: n.code } }, n.text))) : null;
 }
 
+/**
+ * The Phase table as shown, for its CSV: one row per phase then the "Step" total row; µs
+ * and %. Without `device` the Device columns are left out (as on screen).
+ */
+export function phaseRows(body, entry, device = true) {
+  const columns = [{ key: "phase", label: "Phase", kind: "text" },
+    { key: "host_us", label: "Host", kind: "duration" }, { key: "host_pct", label: "Host", kind: "percent" },
+    ...(device ? [{ key: "device_us", label: "Device", kind: "duration" },
+      { key: "device_pct", label: "Device", kind: "percent" }] : [])];
+  const rows = body.phases.map((p) => ({ phase: p, host_us: entry.host_us[p], host_pct: entry.host_pct[p],
+    device_us: entry.device_us[p], device_pct: entry.device_pct[p] }));
+  rows.push({ phase: "Step", host_us: entry.host_total_us, device_us: entry.device_total_us });
+  return { columns, rows };
+}
+
+/** A tree's CSV: every node (expanded on screen or not), with its depth and path. */
+export function treeCsv(columns, roots) {
+  return { columns: [{ key: "depth", label: "Depth", kind: "count" }, { key: "path", label: "Path", kind: "text" },
+    { key: "name", label: "Name", kind: "text" }, ...columns.map(({ key, label, kind }) => ({ key, label, kind }))],
+  rows: treeRows(roots) };
+}
+
+function treeCsvButton(name, cols, roots, id) {
+  return csvButton(name, "Download every node of the tree (expanded or not, with its depth and path) as CSV",
+    () => treeCsv(cols, roots), id);
+}
+
 async function phasesTab(ctx, box, summary) {
   const body = await ctx.client.get("module/phases");
   if (!ctx.alive()) return;
@@ -78,7 +106,9 @@ async function phasesTab(ctx, box, summary) {
   const select = el("select", { id: "module-step", on: { change: (e) => { ctx.update({ mod_step: e.target.value }); ctx.rerender(); } } },
     el("option", { value: AVERAGE, selected: step === AVERAGE }, "Average over steps"),
     body.steps.map((s) => el("option", { value: s.step, selected: s.step === step }, `Step ${s.step}`)));
-  setChildren(table, el("div", { className: "card-tools" }, el("label", { className: "inline-control" }, "Step ", select)),
+  const csv = csvButton(`phases_${step}.csv`, "Download this table (the step picked, µs and %) as CSV",
+    () => phaseRows(body, entry), "module-phase-csv");
+  setChildren(table, el("div", { className: "card-tools" }, el("label", { className: "inline-control" }, "Step ", select), csv),
     el("table", { className: "data-table phase-table" },
       el("thead", {}, el("tr", {}, ["Phase", "Host", "Host %", "Device", "Device %"].map((h, i) => el("th", { className: i ? "num" : "" }, h)))),
       el("tbody", {}, body.phases.map((p) => el("tr", { dataset: { phase: p } }, el("td", {}, p),
@@ -161,7 +191,9 @@ async function rangesTab(ctx, box, summary) {
   } else {
     content = treeTable(cols, body, { open: 2, id: "module-range-tree" });
   }
-  setChildren(box, card("User ranges (record_function)", toggle, content));
+  const tools = el("div", { className: "card-tools" }, toggle,
+    flat ? null : treeCsvButton("ranges_tree.csv", cols, body, "module-range-csv"));
+  setChildren(box, card("User ranges (record_function)", tools, content));
 }
 
 async function modulesTab(ctx, box, summary) {
@@ -174,12 +206,13 @@ async function modulesTab(ctx, box, summary) {
     return;
   }
   const cols = [
-    { key: "occurrences", label: "Occurrences", format: formatCount },
-    { key: "host_total_us", label: "Host total", format: formatDuration },
-    { key: "host_self_us", label: "Host self", format: formatDuration },
-    { key: "device_total_us", label: "Device total", format: formatDuration },
+    { key: "occurrences", label: "Occurrences", format: formatCount, kind: "count" },
+    { key: "host_total_us", label: "Host total", format: formatDuration, kind: "duration" },
+    { key: "host_self_us", label: "Host self", format: formatDuration, kind: "duration" },
+    { key: "device_total_us", label: "Device total", format: formatDuration, kind: "duration" },
   ];
   setChildren(box, card("nn.Module tree", notesList(summary.notes, ["deep_tree"]),
+    el("div", { className: "card-tools" }, treeCsvButton("module_tree.csv", cols, body, "module-tree-csv")),
     treeTable(cols, body, { open: 2, id: "module-tree" })));
 }
 

@@ -4,6 +4,7 @@ import { CATEGORY_COLORS, drawStepChart } from "../lib/charts.js";
 import { card, el, helpIcon, safeLink, setChildren } from "../lib/dom.js";
 import { formatBytes, formatDuration, formatPercent, formatValue } from "../lib/format.js";
 import { GPU_HINT, emptyState, errorPanel, loadingLine } from "../lib/status.js";
+import { csvButton } from "../lib/table.js";
 
 const CATEGORY_HELP = {
   Kernel: "GPU kernels, except communication kernels.",
@@ -75,6 +76,18 @@ function metricCard(name, value, definition) {
     el("div", { className: "metric-value" }, value));
 }
 
+/**
+ * The Execution Summary as shown, for its CSV: one row per category then the step-time
+ * row; time per step in µs, share in %.
+ */
+export function executionRows(perf) {
+  const columns = [{ key: "category", label: "Category", kind: "text" },
+    { key: "time_us", label: "Time per step", kind: "duration" }, { key: "share", label: "Share", kind: "percent" }];
+  const rows = (perf?.children ?? []).map((c) => ({ category: c.name, time_us: c.value, share: c.extra }));
+  if (perf) rows.push({ category: perf.name || "Average Step Time", time_us: perf.value, share: perf.extra ?? 100 });
+  return { columns, rows };
+}
+
 function executionSummary(overview) {
   const perf = overview.performance?.[0];
   if (!perf) return null;
@@ -84,6 +97,8 @@ function executionSummary(overview) {
     el("td", { className: "num", title: `${c.value} µs` }, formatDuration(c.value)),
     el("td", { className: "num" }, formatPercent(c.extra))));
   return card("Execution Summary",
+    el("div", { className: "card-tools" }, csvButton("execution_summary.csv",
+      "Download this table (categories and step time, µs and %) as CSV", () => executionRows(perf), "overview-summary-csv")),
     el("table", { className: "data-table summary-table" },
       el("thead", {}, el("tr", {}, el("th", {}, "Category"), el("th", { className: "num" }, "Time per step"),
         el("th", { className: "num" }, "Share"))),

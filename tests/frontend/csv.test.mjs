@@ -37,3 +37,17 @@ test("shown rows: search over every page, in the table's sort", () => {
   assert.deepEqual(shown.map((r) => r.calls), [19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 1]);
   assert.equal(shownRows(rows).length, 60); // no search: all rows, API order
 });
+
+test("tree rows: every node depth first, with its depth and path, children dropped", async () => {
+  const { treeRows } = await import("../../frontend/lib/table_model.js");
+  const roots = [{ name: "forward", calls: 2, children: [{ name: "attn", calls: 2, children: [{ name: "mm", calls: 4 }] },
+    { name: "mlp", calls: 2 }] }, { name: "backward", calls: 1 }];
+  assert.deepEqual(treeRows(roots), [
+    { name: "forward", calls: 2, depth: 0, path: "forward" },
+    { name: "attn", calls: 2, depth: 1, path: "forward / attn" },
+    { name: "mm", calls: 4, depth: 2, path: "forward / attn / mm" },
+    { name: "mlp", calls: 2, depth: 1, path: "forward / mlp" },
+    { name: "backward", calls: 1, depth: 0, path: "backward" },
+  ]);
+  assert.deepEqual(treeRows(undefined), []);
+});

@@ -26,3 +26,10 @@ test("a rank's link opens its overview in the same run, view keys dropped", () =
 test("heat map: ranks x every op any rank ran, 0 where a rank did not wait", () => {
   assert.deepEqual(heatmapData(ranks), { x: ["all_reduce", "broadcast"], y: ["rank 0", "rank 1"], z: [[40, 0], [0, 6]] });
 });
+
+test("straggler evidence CSV: one row per rank as the table shows it", async () => {
+  const { evidenceRows } = await import("../../frontend/views/distributed.js");
+  const { csvText } = await import("../../frontend/lib/table_model.js");
+  const { columns, rows } = evidenceRows({ rank: 1, wait_us: { 0: 900, 1: 12 }, arrived_last: { 1: 5 } });
+  assert.equal(csvText(columns, rows), "Rank,Total wait (us),Arrived last (times)\r\n0,900,0\r\n1,12,5\r\n");
+});

@@ -40,3 +40,24 @@ test("links keep the trace and drop the other views' keys", () => {
   assert.equal(linkTo({ run: "r", worker: "w", span: "1", mod_tab: "flame" }, { view: "Operator", search: "aten::mm" }),
     "?run=r&worker=w&span=1&view=Operator&search=aten%3A%3Amm");
 });
+
+test("phase table CSV: phases then the Step total; device columns only when shown", async () => {
+  const { phaseRows } = await import("../../frontend/views/module.js");
+  const { csvText } = await import("../../frontend/lib/table_model.js");
+  const entry = { host_us: { Forward: 60, Backward: 40 }, host_pct: { Forward: 60, Backward: 40 },
+    device_us: { Forward: 30, Backward: 0 }, device_pct: { Forward: 100, Backward: 0 },
+    host_total_us: 100, device_total_us: 30 };
+  const body = { phases: ["Forward", "Backward"] };
+  const csv = (dev) => { const t = phaseRows(body, entry, dev); return csvText(t.columns, t.rows); };
+  assert.equal(csv(true), "Phase,Host (us),Host (%),Device (us),Device (%)\r\n"
+    + "Forward,60,60,30,100\r\nBackward,40,40,0,0\r\nStep,100,,30,\r\n");
+  assert.equal(csv(false), "Phase,Host (us),Host (%)\r\nForward,60,60\r\nBackward,40,40\r\nStep,100,\r\n");
+});
+
+test("tree CSV: depth, path, name, then the tree's columns", async () => {
+  const { treeCsv } = await import("../../frontend/views/module.js");
+  const { csvText } = await import("../../frontend/lib/table_model.js");
+  const t = treeCsv([{ key: "calls", label: "Calls", kind: "count" }],
+    [{ name: "a", calls: 1, children: [{ name: "b", calls: 2 }] }]);
+  assert.equal(csvText(t.columns, t.rows), "Depth,Path,Name,Calls\r\n0,a,a,1\r\n1,a / b,b,2\r\n");
+});

@@ -8,3 +8,14 @@ test("ROCm GPUs show their architecture, NVIDIA GPUs their compute capability", 
   assert.equal(gpuArch({ compute_capability: "8.0" }), "compute capability 8.0");
   assert.equal(gpuArch({ compute_capability: null }), "");
 });
+
+test("execution summary CSV: the categories then the step time, µs and % raw", async () => {
+  const { executionRows } = await import("../../frontend/views/overview.js");
+  const { csvText } = await import("../../frontend/lib/table_model.js");
+  const perf = { name: "Average Step Time", value: 148721, extra: 100,
+    children: [{ name: "Kernel", value: 120000, extra: 80.69 }, { name: "Other", value: 28721, extra: 19.31 }] };
+  const { columns, rows } = executionRows(perf);
+  assert.equal(csvText(columns, rows), "Category,Time per step (us),Share (%)\r\n"
+    + "Kernel,120000,80.69\r\nOther,28721,19.31\r\nAverage Step Time,148721,100\r\n");
+  assert.deepEqual(executionRows(undefined).rows, []);
+});
