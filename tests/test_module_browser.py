@@ -69,6 +69,8 @@ def test_phases_ranges_and_modules_tabs(browser, base):
     align = page.evaluate("""() => [...document.querySelectorAll('.phase-table thead th')]
         .map(th => getComputedStyle(th).textAlign)""")
     assert align == ["left", "right", "right", "right", "right"]
+    # phases time the ProfilerStep host span, the overview the GPU work: one line says so
+    assert "the Overview times each step by the GPU work" in page.locator("#module-phase-step-note").inner_text()
     assert "your record_function ranges" in page.locator("#module-body").inner_text()
     screenshot(page, "module_phases")
     page.select_option("#module-step", "102")
@@ -113,7 +115,12 @@ def test_phase_table_and_trees_download_as_csv(browser, base):
     context, page, watch = open_page(browser, base)
     page.goto(f"{base}/?run=tiny&view=Module")
     page.wait_for_selector(".phase-table", timeout=READY_MS)
+    # CPU only: no Device columns (they would read 0 µs / 0.00%), no GPU re-timing line
+    assert page.locator(".phase-table thead th").all_inner_texts() == ["Phase", "Host", "Host %"]
+    assert page.locator(".phase-table tbody tr").first.locator("td").count() == 3
+    assert page.locator("#module-phase-step-note").count() == 0
     lines = download_lines(page, "#module-phase-csv")
+    assert lines[0] == "Phase,Host (us),Host (%)"
     shown = page.locator(".phase-table tbody tr")
     assert len(lines) == 1 + shown.count()
     assert [ln.split(",")[0] for ln in lines[1:]] == [

@@ -107,15 +107,19 @@ async function phasesTab(ctx, box, summary) {
     el("option", { value: AVERAGE, selected: step === AVERAGE }, "Average over steps"),
     body.steps.map((s) => el("option", { value: s.step, selected: s.step === step }, `Step ${s.step}`)));
   const csv = csvButton(`phases_${step}.csv`, "Download this table (the step picked, µs and %) as CSV",
-    () => phaseRows(body, entry), "module-phase-csv");
+    () => phaseRows(body, entry, hasDevice), "module-phase-csv");
+  const heads = hasDevice ? ["Phase", "Host", "Host %", "Device", "Device %"] : ["Phase", "Host", "Host %"];
+  const num = (v, f) => el("td", { className: "num" }, f(v));
   setChildren(table, el("div", { className: "card-tools" }, el("label", { className: "inline-control" }, "Step ", select), csv),
     el("table", { className: "data-table phase-table" },
-      el("thead", {}, el("tr", {}, ["Phase", "Host", "Host %", "Device", "Device %"].map((h, i) => el("th", { className: i ? "num" : "" }, h)))),
+      el("thead", {}, el("tr", {}, heads.map((h, i) => el("th", { className: i ? "num" : "" }, h)))),
       el("tbody", {}, body.phases.map((p) => el("tr", { dataset: { phase: p } }, el("td", {}, p),
-        el("td", { className: "num" }, formatDuration(entry.host_us[p])), el("td", { className: "num" }, formatPercent(entry.host_pct[p])),
-        el("td", { className: "num" }, formatDuration(entry.device_us[p])), el("td", { className: "num" }, formatPercent(entry.device_pct[p])))),
-      el("tr", { className: "total" }, el("td", {}, "Step"), el("td", { className: "num" }, formatDuration(entry.host_total_us)),
-        el("td", {}, ""), el("td", { className: "num" }, formatDuration(entry.device_total_us)), el("td", {}, "")))));
+        num(entry.host_us[p], formatDuration), num(entry.host_pct[p], formatPercent),
+        hasDevice ? [num(entry.device_us[p], formatDuration), num(entry.device_pct[p], formatPercent)] : null)),
+      el("tr", { className: "total" }, el("td", {}, "Step"), num(entry.host_total_us, formatDuration), el("td", {}, ""),
+        hasDevice ? [num(entry.device_total_us, formatDuration), el("td", {}, "")] : null))),
+    hasDevice ? el("p", { className: "muted", id: "module-phase-step-note" }, "“Step” here is the ProfilerStep "
+      + "range on the host; the Overview times each step by the GPU work it launched, so its step time can differ.") : null);
 }
 
 /**
