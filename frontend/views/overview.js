@@ -49,6 +49,11 @@ export function gpuArch(g) {
   return g?.compute_capability ? `compute capability ${g.compute_capability}` : "";
 }
 
+/** "GPU2": a GPU's label as every view and the recommendations write it. */
+export function gpuLabel(g) {
+  return `GPU${g.id}`;
+}
+
 function gpuCards(overview) {
   const gpus = overview.gpu_metrics?.gpus ?? [];
   const envs = overview.environments ?? [];
@@ -63,7 +68,7 @@ function gpuCards(overview) {
   }
   return card("GPU Summary", envRow, gpus.map((g) => el("div", { className: "gpu" },
     el("div", { className: "gpu-head" },
-      el("strong", {}, `GPU ${g.id}`), g.name ? ` · ${g.name}` : "",
+      el("strong", {}, gpuLabel(g)), g.name ? ` · ${g.name}` : "",
       g.memory_bytes ? el("span", { className: "muted" }, ` · ${formatBytes(g.memory_bytes)}`) : null,
       gpuArch(g) ? el("span", { className: "muted" }, ` · ${gpuArch(g)}`) : null),
     el("div", { className: "metric-grid" },

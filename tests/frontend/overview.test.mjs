@@ -19,3 +19,8 @@ test("execution summary CSV: the categories then the step time, µs and % raw", 
     + "Kernel,120000,80.69\r\nOther,28721,19.31\r\nAverage Step Time,148721,100\r\n");
   assert.deepEqual(executionRows(undefined).rows, []);
 });
+
+test("a GPU is labelled GPU2, as in the recommendations and the other views", async () => {
+  const { gpuLabel } = await import("../../frontend/views/overview.js");
+  assert.equal(gpuLabel({ id: 2 }), "GPU2");
+});
