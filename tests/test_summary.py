@@ -158,6 +158,8 @@ def test_kernel_overview_and_memcpy_sections_come_from_the_payloads(tmp_path):
     over = views.get("overview", {})["performance"][0]
     assert sections["overview"].rows[-1] == ["Average Step Time", over["value"], 100]
     assert [s.key for s in summary_sections(views, only=("memcpy",))] == ["memcpy"]
+    # deviceProperties without a name: the GPU row says so instead of an empty cell
+    assert ["GPU0", "(name unknown)"] in sections["device"].rows
     # no record_function range in this trace: no empty "User ranges" table is printed
     assert "ranges" not in sections
 

@@ -80,7 +80,7 @@ def device_section(views: ViewSet) -> Section:
     rows = [[e["title"], e["value"]] for e in ov["environments"]
             if not e["title"].startswith("GPU Utilization")]
     for g in ov["gpu_metrics"]["gpus"]:
-        rows.append([f"GPU{g['id']}", g.get("name") or ""])
+        rows.append([f"GPU{g['id']}", g.get("name") or "(name unknown)"])
         if g.get("memory_bytes"):
             rows.append([f"GPU{g['id']} memory", f"{g['memory_bytes'] / 2**30:.1f} GiB"])
         if g.get("compute_capability"):
