@@ -137,7 +137,7 @@ async function navigate() {
     if (token !== navToken) return;
     let span = state.span;
     if (!spans.includes(span)) {
-      if (span) notes.push(`Span “${span}” is not in worker “${worker}”.`);
+      if (span) notes.push(`Span “${span}” not found in worker “${worker}”: showing the latest span.`);
       span = spans[spans.length - 1];
     }
     fillSelect(ui.span, spans, span, spanLabels, spanTip);

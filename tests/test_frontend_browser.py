@@ -59,6 +59,7 @@ def test_overview_step_chart_recommendation_offline(browser, kineto_url):
     assert rec.count() == 1
     assert "21.0%" in rec.inner_text()
     assert page.locator(".summary-table").inner_text().count("%") >= 8
+    assert page.locator(".gpu-head strong").all_inner_texts() == ["GPU0"]  # as the other views
     q = query(page)
     assert q["run"] == WORKERS_0 and q["worker"] == "worker0" and q["view"] == "Overview"
     assert q["span"], "the span is always written explicitly"
@@ -66,6 +67,19 @@ def test_overview_step_chart_recommendation_offline(browser, kineto_url):
     shot(page, "overview")
     watch.assert_clean()
     assert any("vendor/plotly.min.js" in r for r in watch.requests)
+    context.close()
+
+
+def test_overview_deep_link_to_an_unknown_span_says_so(browser, kineto_url):
+    context, page, watch = open_page(browser, kineto_url)
+    page.goto(f"{kineto_url}/?run={WORKERS_0}&worker=worker0&span=no-such-span&view=Overview")
+    page.wait_for_selector(".view-root", timeout=READY_MS)
+    banner = page.locator("#banner .banner")
+    assert banner.is_visible()
+    assert "Span “no-such-span” not found in worker “worker0”: showing the latest span." in banner.inner_text()
+    spans = page.evaluate("() => [...document.querySelectorAll('#span option')].map(o => o.value)")
+    assert query(page)["span"] == spans[-1]  # the latest, written back to the URL
+    watch.assert_clean()
     context.close()
 
 
