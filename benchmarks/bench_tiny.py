@@ -1,17 +1,23 @@
-"""Time analysing many tiny traces through the worker processes (issue 12: a process
-start each cost ~0.4 s; target: 1,000 tiny runs within 30 s). Not a pass/fail test.
+"""Time analysing many small traces through the worker processes (issue 12: a process
+start each cost ~0.4 s; issue 19: 1,000 small traces, each < 1 MB, within 30 s). Not a
+pass/fail test.
 
-    python benchmarks/bench_tiny.py [N] [JOBS]
+    python benchmarks/bench_tiny.py [N] [JOBS] [--source TRACE]
 
-Writes N (default 1000) two-event traces to a temporary folder, analyses them all with an
-``Analyser`` (JOBS analyses at once, default 2, as the store's threads call it) and prints
-the seconds taken and the worker processes started.
+Writes N (default 1000) traces to a temporary folder, analyses them all with an
+``Analyser`` (JOBS analyses at once, default 2, as the store's threads call it), waits for
+their timelines and prints the seconds taken and the worker processes started. The traces
+are two-event ones, or with ``--source`` copies of a real small trace (for instance
+``../shared/traces/param_v100_dlrm_8rank/worker0_step_12.1694128201545.pt.trace.json``,
+0.9 MB: each copy is a distinct file, so none is a cache hit).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -31,12 +37,20 @@ def tiny_trace(path: str, i: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    n = int(argv[0]) if argv else 1000
-    jobs = int(argv[1]) if len(argv) > 1 else 2
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("n", nargs="?", type=int, default=1000, help="traces (default 1000)")
+    ap.add_argument("jobs", nargs="?", type=int, default=2, help="analyses at once (2)")
+    ap.add_argument("--source", default="", help="copy this trace instead of tiny ones")
+    args = ap.parse_args(argv)
+    n, jobs = args.n, args.jobs
+    suffix = ".pt.trace.json" + (".gz" if args.source.endswith(".gz") else "")
     with tempfile.TemporaryDirectory(prefix="stepscope-tiny-") as tmp:
-        paths = [os.path.join(tmp, f"w{i}.pt.trace.json") for i in range(n)]
+        paths = [os.path.join(tmp, f"w{i}{suffix}") for i in range(n)]
         for i, path in enumerate(paths):
-            tiny_trace(path, i)
+            if args.source:
+                shutil.copyfile(args.source, path)
+            else:
+                tiny_trace(path, i)
         analyser = Analyser(cache_dir=os.path.join(tmp, "cache"), jobs=jobs)
         try:
             t0 = time.perf_counter()
@@ -48,7 +62,8 @@ def main(argv: list[str]) -> int:
         finally:
             analyser.close()
     starts = getattr(analyser, "process_starts", "?")
-    print(f"{n} tiny traces, {jobs} jobs: {took:.1f} s ({1000 * took / n:.1f} ms each), "
+    what = os.path.basename(args.source) if args.source else "tiny"
+    print(f"{n} traces ({what}), {jobs} jobs: {took:.1f} s ({1000 * took / n:.1f} ms each), "
           f"{starts} worker processes started")
     return 0
 

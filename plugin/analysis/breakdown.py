@@ -45,10 +45,24 @@ class Breakdown:
 
 
 def name_mask(trace: Trace, pattern) -> np.ndarray:
-    """Row mask: event name matches ``pattern`` (evaluated once per distinct string)."""
-    hit = np.fromiter((bool(pattern.search(s)) for s in trace.strings), bool,
-                      len(trace.strings))
-    return hit[trace.name] if len(trace.strings) else np.zeros(len(trace), dtype=bool)
+    """Row mask: event name matches ``pattern`` (evaluated once per distinct string, and
+    once per trace: the analyses ask for the same patterns several times)."""
+    return string_hits(trace, pattern)[trace.name] if len(trace.strings) \
+        else np.zeros(len(trace), dtype=bool)
+
+
+def string_hits(trace: Trace, pattern) -> np.ndarray:
+    """``hit[i]``: ``trace.strings[i]`` matches ``pattern`` (read-only; remembered on the
+    trace, keyed by the pattern and the number of strings)."""
+    memo = trace.__dict__.setdefault("_string_hits", {})  # not a field: never compared
+    key = (pattern, len(trace.strings))
+    hit = memo.get(key)
+    if hit is None:
+        hit = np.fromiter((bool(pattern.search(s)) for s in trace.strings), bool,
+                          len(trace.strings))
+        hit.flags.writeable = False
+        memo[key] = hit
+    return hit
 
 
 def category_masks(trace: Trace, comm_kernel: np.ndarray, gpu: bool = True) -> dict[str, np.ndarray]:
