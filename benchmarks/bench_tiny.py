@@ -6,7 +6,8 @@ pass/fail test.
 
 Writes N (default 1000) traces to a temporary folder, analyses them all with an
 ``Analyser`` (JOBS analyses at once, default 2, as the store's threads call it), waits for
-their timelines and prints the seconds taken and the worker processes started. The traces
+their timelines and prints the seconds taken, the worker processes started and the CPU
+seconds of all the processes (comparable on a shared machine). The traces
 are two-event ones, or with ``--source`` copies of a real small trace (for instance
 ``../shared/traces/param_v100_dlrm_8rank/worker0_step_12.1694128201545.pt.trace.json``,
 0.9 MB: each copy is a distinct file, so none is a cache hit).
@@ -23,6 +24,8 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import psutil
+
 from stepscope.store.pool import Analyser
 
 
@@ -34,6 +37,19 @@ def tiny_trace(path: str, i: int) -> None:
                "pid": 1, "tid": 1}]
     with open(path, "w") as f:
         json.dump({"traceEvents": events}, f)
+
+
+def _tree_cpu_s() -> float:
+    """CPU seconds (user + system) of this process and all its descendants alive now."""
+    me = psutil.Process()
+    total = 0.0
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system
+    return total
 
 
 def main(argv: list[str]) -> int:
@@ -59,12 +75,13 @@ def main(argv: list[str]) -> int:
             for v in views:
                 v.timeline.wait()
             took = time.perf_counter() - t0
+            cpu = _tree_cpu_s()  # before the workers end: the machine may be shared
         finally:
             analyser.close()
     starts = getattr(analyser, "process_starts", "?")
     what = os.path.basename(args.source) if args.source else "tiny"
     print(f"{n} traces ({what}), {jobs} jobs: {took:.1f} s ({1000 * took / n:.1f} ms each), "
-          f"{starts} worker processes started")
+          f"{starts} worker processes started, {cpu:.1f} CPU s in all processes")
     return 0
 
 
