@@ -98,6 +98,11 @@ class Trace:
     #: ``record_param_comms`` events (None / -1 where absent), indexed by the ``comm`` column
     comms: list[tuple] = field(default_factory=list)
 
+    def __getstate__(self) -> dict:
+        """The fields (what :mod:`~stepscope.store.packing` caches): without the analyses'
+        memos (``_string_hits`` of :func:`~stepscope.analysis.breakdown.string_hits`)."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
     def __len__(self) -> int:
         return len(self.events["kind"])
 

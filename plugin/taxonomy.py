@@ -134,9 +134,22 @@ LAUNCH_CALL_NAME = re.compile(
 
 # --- tensor cores (SPEC §2.3, §2.6) --------------------------------------------------------
 
+class LowercasePattern:
+    """A case-insensitive pattern, written in lower case, searched in the lower-cased text:
+    3x faster than ``re.IGNORECASE`` on long C++ kernel names (which defeats the regex
+    engine's literal prefix search); same answers for ASCII names. ``search`` only."""
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        self._re = re.compile(pattern)
+
+    def search(self, text: str) -> re.Match | None:
+        return self._re.search(text.lower())
+
+
 #: Kernel names recognised as using tensor cores (NVIDIA) or matrix cores (AMD MFMA), one
 #: list for every generation (tested on kernel names from real traces, tests/test_taxonomy.py).
-TENSOR_CORE_KERNEL = re.compile(
+TENSOR_CORE_KERNEL = LowercasePattern(
     # Volta..Ampere cuBLAS/cuDNN/CUTLASS 2
     r"h884|h1688|s1688|i8816|h16816|s16816|bf16816|hmma|xmma|wmma|imma|gmma|"
     r"gemm_.*tf32|tf32.*gemm|cutlass.*tensorop|tensorop.*cutlass|ampere_(fp16|bf16|h|s16816)|"
@@ -145,11 +158,10 @@ TENSOR_CORE_KERNEL = re.compile(
     # fp8/fp4 GEMMs (cuBLASLt, CUTLASS, DeepGEMM, Triton mxfp4 matmuls)
     r"^(?=.*(e4m3|e5m2|e2m1|fp8|fp4))(?=.*(gemm|matmul))|"
     # FlashAttention (1-3, also PyTorch's pytorch_flash), FMHA, Triton flash attention
-    r"flash_fwd|flash_bwd|flash::(FlashAttn|compute_attn)|fmha|^_?attn_(fwd|bwd)|"
+    r"flash_fwd|flash_bwd|flash::(flashattn|compute_attn)|fmha|^_?attn_(fwd|bwd)|"
     # AMD matrix cores: MFMA, Tensile GEMMs with an MFMA (MI) tile, CK xdl(ops), MIOpen
     # xdlops implicit GEMMs (gtcx*)
-    r"mfma|^Cijk_\w*_MT\d+x\d+x\d+\w*_MI\d+x\d+x\d+|xdl|^igemm_\w+_gtcx",
-    re.IGNORECASE,
+    r"mfma|^cijk_\w*_mt\d+x\d+x\d+\w*_mi\d+x\d+x\d+|xdl|^igemm_\w+_gtcx",
 )
 
 #: Host ops eligible for tensor cores (convolutions, matmuls, attention).

@@ -60,16 +60,44 @@ def test_arrays_are_stored_narrow_and_read_back_exactly(tmp_path, trace_file):
         assert got.dtype == want.dtype and got.shape == want.shape, name
         assert got.tobytes() == want.tobytes(), name
         assert not got.flags.writeable, name
-    size = {n: os.path.getsize(os.path.join(hit.folder, n + ".npy")) for n in ROUND_TRIP}
-    header = size["one"] - 8  # an .npy header; "one" holds a single int64
-    assert size["small ints"] == header + 3
-    assert size["uint"] == header + 4
-    assert size["constant"] <= header + 4
-    assert size["not float32"] == header + 16
-    assert size["float32-exact"] == header + 20
-    assert size["signed zeros"] == header + 12
-    assert size["times"] == header + 3 and size["wide steps"] == header + 32
-    assert size["row keys"] == header + 5
+    size = {n: _stored_bytes(hit, n) for n in ROUND_TRIP}
+    assert size["one"] == 8
+    assert size["small ints"] == 3
+    assert size["uint"] == 4
+    assert size["constant"] <= 4
+    assert size["not float32"] == 16
+    assert size["float32-exact"] == 20
+    assert size["signed zeros"] == 12
+    assert size["times"] == 3 and size["wide steps"] == 32
+    assert size["row keys"] == 5
+
+
+def _stored_bytes(hit, name: str) -> int:
+    """Bytes of ``name``'s data on disk (in small.bin, or its .npy less the header)."""
+    rec = hit.manifest["packed"].get(name)
+    if rec is not None:
+        dtype = np.lib.format.descr_to_dtype(rec["descr"])
+        return int(np.prod(rec["stored_shape"])) * dtype.itemsize
+    with open(os.path.join(hit.folder, name + ".npy"), "rb") as f:
+        np.lib.format.read_magic(f)
+        np.lib.format.read_array_header_1_0(f)
+        return os.path.getsize(f.name) - f.tell()
+
+
+def test_small_arrays_share_one_file_big_ones_are_mapped(tmp_path, trace_file):
+    """Issue 19 (many small traces): arrays under 64 KiB go into one file (a file creation
+    costs more than writing them); a big one keeps its own .npy, memory-mapped on load when
+    stored at full width."""
+    cache = DiskCache(str(tmp_path / "c"))
+    big = np.random.default_rng(0).integers(0, 2**62, 20_000)  # 160 kB, cannot narrow
+    cache.put(trace_file, {}, {"a": np.arange(5), "b": np.zeros((2, 3)), "big": big,
+                               "c": np.array([0.1, 0.2])})
+    hit = cache.get(trace_file)
+    assert sorted(os.listdir(hit.folder)) == ["big.npy", "manifest.json", "meta.json",
+                                              "small.bin"]
+    assert sorted(hit.names()) == ["a", "b", "big", "c"]
+    assert hit.array("b").shape == (2, 3) and hit.array("c").tolist() == [0.1, 0.2]
+    assert isinstance(hit.array("big"), np.memmap) and (hit.array("big") == big).all()
 
 
 def test_changed_file_is_a_miss(tmp_path, trace_file):
@@ -98,13 +126,15 @@ def test_corrupt_meta_is_rebuilt_not_fatal(tmp_path, trace_file):
 
 def test_corrupt_array_raises_on_access(tmp_path, trace_file):
     cache = DiskCache(str(tmp_path / "c"))
-    cache.put(trace_file, {}, {"a": np.arange(1000)})
+    cache.put(trace_file, {}, {"a": np.arange(100_000), "b": np.arange(1000)})
     folder = cache._folder(cache.key(trace_file))
-    with open(os.path.join(folder, "a.npy"), "r+b") as f:
-        f.seek(500)
-        f.write(b"\xff\xff")
-    with pytest.raises(ValueError):
-        cache.get(trace_file).array("a")
+    for part in ("a.npy", "small.bin"):  # a big array, the small ones
+        with open(os.path.join(folder, part), "r+b") as f:
+            f.seek(500)
+            f.write(b"\xff\xff")
+    for name in "ab":
+        with pytest.raises(ValueError):
+            cache.get(trace_file).array(name)
 
 
 def test_lru_eviction(tmp_path):

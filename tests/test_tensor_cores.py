@@ -3,6 +3,8 @@ GPU generation, and the "matrix cores" labels of ROCm traces."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from tracebuild import build, have_shared, kernel, shared_views, step
 
@@ -87,6 +89,16 @@ def test_tensor_core_kernels_of_every_generation_are_recognised(name):
 @pytest.mark.parametrize("name", OTHER_NAMES)
 def test_other_kernels_are_not_tensor_core_kernels(name):
     assert not TENSOR_CORE_KERNEL.search(name)
+
+
+def test_lowercase_search_answers_as_ignorecase():
+    """The list is searched in lower-cased names (issue 19: 3x faster than IGNORECASE on
+    long C++ kernel names): same answers as the case-insensitive regex, in any case."""
+    ignorecase = re.compile(TENSOR_CORE_KERNEL.pattern, re.IGNORECASE)
+    names = TENSOR_CORE_NAMES + OTHER_NAMES
+    for name in names + [n.upper() for n in names] + [n.swapcase() for n in names]:
+        assert bool(TENSOR_CORE_KERNEL.search(name)) == bool(ignorecase.search(name)), name
+    assert TENSOR_CORE_KERNEL.pattern == TENSOR_CORE_KERNEL.pattern.lower()
 
 
 @pytest.mark.skipif(not have_shared(), reason="needs ../shared/traces")

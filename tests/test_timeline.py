@@ -539,3 +539,20 @@ def test_every_shared_trace_builds_and_conserves(key):
         hit = overlapping(trace.start, vis, s, e)
         assert sum(lane_counts(answer, k) for k in ("host", "device")) == int(hit.sum())
     json.dumps(tl.event(len(trace) - 1))
+
+
+@needs_shared
+def test_worker_order_lanes_first_then_timeline_gives_the_same_timeline(resnet):
+    """Issue 19: the worker lays out the lanes from the analysis' nesting, frees the nesting,
+    then builds the rest (``layout=``): the same answers as building it in one call."""
+    from stepscope.analysis import analyze
+    from stepscope.views.trace import timeline_inputs
+
+    trace, _ = resnet
+    inputs = timeline_inputs(analyze(trace))
+    whole = build_timeline(**inputs)
+    inputs["layout"] = lanes.assign_lanes(inputs["trace"], inputs.pop("tree"))
+    parts = build_timeline(**inputs)
+    for width in (300, 2000):
+        assert parts.query(None, None, width) == whole.query(None, None, width)
+    assert (parts.layout.row == whole.layout.row).all()

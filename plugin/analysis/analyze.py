@@ -119,7 +119,7 @@ def analyze(trace: Trace) -> Analysis:
 
     tree = build_tree(trace)
     links = attach_by_time(trace, link(trace), tree)
-    tc_kernel = (trace.kind == Kind.KERNEL) & name_mask(trace, TENSOR_CORE_KERNEL)
+    tc_kernel = name_mask(trace, TENSOR_CORE_KERNEL, among=trace.kind == Kind.KERNEL)
     comm_kernel = communication_kernels(trace, links, tree)
     steps = find_steps(trace, links)
     breakdown = step_breakdown(trace, steps, comm_kernel, gpu=gpu)

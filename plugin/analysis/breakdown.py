@@ -44,11 +44,36 @@ class Breakdown:
         assert (self.values.sum(axis=1) == self.totals).all(), "categories sum to the step"
 
 
-def name_mask(trace: Trace, pattern) -> np.ndarray:
-    """Row mask: event name matches ``pattern`` (evaluated once per distinct string)."""
-    hit = np.fromiter((bool(pattern.search(s)) for s in trace.strings), bool,
-                      len(trace.strings))
-    return hit[trace.name] if len(trace.strings) else np.zeros(len(trace), dtype=bool)
+def name_mask(trace: Trace, pattern, among: np.ndarray | None = None) -> np.ndarray:
+    """Row mask: event name matches ``pattern`` (evaluated once per distinct string, and
+    once per trace: the analyses ask for the same patterns several times). With ``among``
+    (a row mask), only rows of ``among`` can match, and only their names are evaluated
+    (a costly pattern meant for kernel names need not scan every string of the trace)."""
+    if not len(trace.strings):
+        return np.zeros(len(trace), dtype=bool)
+    if among is None:
+        return string_hits(trace, pattern)[trace.name]
+    memo = trace.__dict__.get("_string_hits", {}).get((pattern, len(trace.strings)))
+    if memo is not None:
+        return among & memo[trace.name]
+    hit = np.zeros(len(trace.strings), dtype=bool)
+    ids = np.unique(trace.name[among]).tolist()
+    hit[ids] = [bool(pattern.search(trace.strings[i])) for i in ids]
+    return among & hit[trace.name]
+
+
+def string_hits(trace: Trace, pattern) -> np.ndarray:
+    """``hit[i]``: ``trace.strings[i]`` matches ``pattern`` (read-only; remembered on the
+    trace, keyed by the pattern and the number of strings)."""
+    memo = trace.__dict__.setdefault("_string_hits", {})  # not a field: never compared
+    key = (pattern, len(trace.strings))
+    hit = memo.get(key)
+    if hit is None:
+        hit = np.fromiter((bool(pattern.search(s)) for s in trace.strings), bool,
+                          len(trace.strings))
+        hit.flags.writeable = False
+        memo[key] = hit
+    return hit
 
 
 def category_masks(trace: Trace, comm_kernel: np.ndarray, gpu: bool = True) -> dict[str, np.ndarray]:

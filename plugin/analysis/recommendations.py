@@ -186,7 +186,7 @@ def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarr
         markers = set()
         for pattern, kinds in ((DATA_PARALLEL_FRAME, (Kind.PYTHON, Kind.USER_RANGE)),
                                (DATA_PARALLEL_OP, (Kind.HOST_OP,))):
-            hit = name_mask(trace, pattern) & trace.mask(*kinds)
+            hit = name_mask(trace, pattern, among=trace.mask(*kinds))
             markers.update(trace.strings[i] for i in np.unique(trace.name[hit]).tolist())
         f.data_parallel_markers = sorted(markers)
 

@@ -79,6 +79,7 @@ def flame(trace: Trace, tree: HostTree, links: Links) -> Flame:
     pos = np.arange(n)
     host_total = cum_h[tree.subtree_end] - cum_h[pos]
     dev_total = cum_d[tree.subtree_end] - cum_d[pos]
+    del cum_h, cum_d, pos, dur, kid  # per-node temporaries: freed before the next ones
     deep = frame & (depth >= MAX_DEPTH)
     folded = int(deep.sum())
     if folded:
@@ -89,8 +90,10 @@ def flame(trace: Trace, tree: HostTree, links: Links) -> Flame:
     thread = trace.thread[rows].astype(np.int64)
     path, pp, pk, _ = intern_paths(sel, parent, depth, trace.name[rows].astype(np.int64),
                                    root_key=thread)
+    del parent, depth
     m = len(pp)
     p = path[sel]
+    del path
     # one root per thread, numbered first
     roots = np.flatnonzero(pp < 0)
     root_thread = np.zeros(m, dtype=np.int64)
@@ -104,6 +107,7 @@ def flame(trace: Trace, tree: HostTree, links: Links) -> Flame:
     name = np.concatenate((len(trace.strings) + np.arange(nt), pk))
     hs = np.concatenate((np.zeros(nt, np.int64), sum_to(p, host_self[sel], m)))
     ds = np.concatenate((np.zeros(nt, np.int64), sum_to(p, dev_self[sel], m)))
+    del host_self, dev_self
     ht = sum_to(p, host_total[sel], m)
     dt = sum_to(p, dev_total[sel], m)
     ht = np.concatenate((sum_to(t_idx, ht[roots], nt), ht))

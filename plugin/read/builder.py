@@ -316,7 +316,8 @@ class ColumnBuilder:
                               f"{name}: dropped {dropped:,} events with missing or ill-typed "
                               "name, pid/tid, ts or dur."))
         if dropped:
-            cols = {k: v[ok] for k, v in cols.items()}
+            for k in cols:  # one column at a time (peak memory)
+                cols[k] = cols[k][ok]
         if not len(cols["kind"]) and not self.memory:
             raise TraceError("no usable events", f"{name}: none of its {len(ok):,} duration "
                              "events has a valid name, pid/tid, ts and dur.", file=name)
@@ -373,8 +374,15 @@ def _all_of_types(values: list, types: frozenset) -> bool:
 
 
 def _concat(chunks: list[dict[str, np.ndarray]], spec: dict) -> dict[str, np.ndarray]:
-    return {k: (np.concatenate([c[k] for c in chunks]) if chunks else np.zeros(0)).astype(
-        dtype, copy=False) for k, (dtype, _) in spec.items()}
+    """The chunks' columns joined, one column at a time: each column's pieces are taken out
+    of ``chunks`` (emptied) as it is joined, so the chunks and the whole are never both held
+    (issue 19: peak memory)."""
+    out = {}
+    for k, (dtype, _) in spec.items():
+        parts = [c.pop(k) for c in chunks]
+        out[k] = (np.concatenate(parts) if parts else np.zeros(0)).astype(dtype, copy=False)
+        del parts
+    return out
 
 
 def _link_legacy_flows(cols: dict[str, np.ndarray], flows: list[dict[str, np.ndarray]]) -> None:

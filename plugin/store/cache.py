@@ -9,6 +9,8 @@ a stale entry. An entry is a folder::
         meta.json          JSON payloads (orjson)
         <name>.npy         one array each (np.save, loaded with allow_pickle=False, mmap),
                            stored in the narrowest exact dtype (:func:`narrow`)
+        small.bin          the arrays under 64 KiB, narrowed likewise, one after the other
+                           (where each is: ``packed`` in the manifest)
         manifest.json      sizes and CRC-32 checksums of the files above; written last
 
 Writes go to a temporary folder that is renamed into place (atomic: readers see a whole
@@ -40,7 +42,8 @@ import orjson
 from .. import __version__
 from ..fs import filesystem_of
 
-FORMAT = 3  # 2: the timeline is an entry of its own; 3: steps carry host spans, advice shares
+FORMAT = 4  # 2: the timeline is an entry of its own; 3: steps carry host spans, advice shares;
+#            4: small arrays share small.bin
 DEFAULT_MAX_BYTES = 4 << 30
 #: A temporary folder of a write untouched this long (s) is stale even when its writer's
 #: pid cannot be checked (another host sharing the folder).
@@ -87,8 +90,9 @@ def _digest(path: str) -> str:
     return f"{crc:08x}"
 
 
-#: Threads writing an entry's arrays.
+#: Threads writing an entry's arrays, when they hold at least ``THREADED_WRITE_BYTES``.
 WRITE_THREADS = 2
+THREADED_WRITE_BYTES = 16 << 20
 
 
 def _write(path: str, *parts: bytes | memoryview) -> dict:
@@ -112,6 +116,54 @@ def _save(path: str, arr: np.ndarray) -> dict:
     head = io.BytesIO()
     np.lib.format.write_array_header_1_0(head, np.lib.format.header_data_from_array_1_0(stored))
     return {**_write(path, head.getvalue(), memoryview(stored.reshape(-1)).cast("B")), **how}
+
+
+#: Arrays smaller than this (bytes in memory) share one file, :data:`SMALL_FILE`: creating
+#: a file costs ~0.3 ms here, and the timeline of a small trace has ~90 arrays, most of a
+#: few hundred bytes (issue 19: many small traces).
+SMALL_ARRAY_BYTES = 64 << 10
+SMALL_FILE = "small.bin"
+_ALIGN = 16
+
+
+def _save_small(path: str, arrays: dict[str, np.ndarray]) -> dict:
+    """Write ``arrays``, each narrowed by :func:`narrow`, one after the other (each at a
+    multiple of 16 bytes) into ``path``. Returns ``{name: record}`` (``offset``, the stored
+    ``descr`` and ``stored_shape``, plus :func:`narrow`'s ``how``) and, under the key None,
+    the file's manifest record."""
+    parts: list[bytes | memoryview] = []
+    records: dict = {}
+    offset = 0
+    for name, arr in arrays.items():
+        arr = np.require(arr, requirements="C")
+        if arr.dtype.hasobject:
+            raise ValueError("object arrays cannot be cached")
+        stored, how = narrow(arr)
+        stored = np.ascontiguousarray(stored)
+        records[name] = {"offset": offset, "stored_shape": list(stored.shape),
+                         "descr": np.lib.format.dtype_to_descr(stored.dtype), **how}
+        data = memoryview(stored.reshape(-1)).cast("B")
+        pad = -len(data) % _ALIGN
+        parts += [data, b"\0" * pad] if pad else [data]
+        offset += len(data) + pad
+    records[None] = _write(path, *parts)
+    return records
+
+
+def _load_small(blob: bytes, record: dict) -> np.ndarray:
+    """One array of a :data:`SMALL_FILE` (read-only), widened back."""
+    dtype = np.lib.format.descr_to_dtype(_descr(record["descr"]))
+    shape = tuple(record["stored_shape"])
+    count = int(np.prod(shape, dtype=np.int64))
+    stored = np.frombuffer(blob, dtype=dtype, count=count, offset=record["offset"])
+    return widen(stored.reshape(shape), record)
+
+
+def _descr(d: object) -> object:
+    """A dtype description back from JSON (lists where ``dtype_to_descr`` gave tuples)."""
+    if isinstance(d, list):
+        return [tuple(_descr(x) for x in f) if isinstance(f, list) else f for f in d]
+    return d
 
 
 #: Integer dtypes an integer array may be stored as, narrowest first.
@@ -209,13 +261,25 @@ class Entry:
     meta: dict
     manifest: dict
     _arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    _small: bytes | None = None
 
     def names(self) -> list[str]:
-        return [n[:-4] for n in self.manifest["files"] if n.endswith(".npy")]
+        return [n[:-4] for n in self.manifest["files"] if n.endswith(".npy")] + \
+            list(self.manifest.get("packed", ()))
 
     def array(self, name: str) -> np.ndarray:
-        """The array ``name`` (memory-mapped, read-only). Raises ``KeyError``/``ValueError``
-        when missing or corrupt."""
+        """The array ``name`` (read-only: memory-mapped when stored at full width in a file
+        of its own). Raises ``KeyError``/``ValueError`` when missing or corrupt, ``OSError``
+        when a file is gone."""
+        packed = self.manifest.get("packed", {})
+        if name not in self._arrays and name in packed:
+            if self._small is None:
+                with open(os.path.join(self.folder, SMALL_FILE), "rb") as f:
+                    blob = f.read()
+                if f"{zlib.crc32(blob):08x}" != self.manifest["files"][SMALL_FILE]["crc32"]:
+                    raise ValueError("cache file of small arrays is corrupt")
+                self._small = blob
+            self._arrays[name] = _load_small(self._small, packed[name])
         if name not in self._arrays:
             fname = name + ".npy"
             path = os.path.join(self.folder, fname)
@@ -231,6 +295,7 @@ class Entry:
     def drop_arrays(self) -> None:
         """Forget the loaded arrays (their memory maps close once nothing else uses them)."""
         self._arrays = {}
+        self._small = None
 
 
 class DiskCache:
@@ -291,13 +356,25 @@ class DiskCache:
             files = {"meta.json": _write(os.path.join(tmp, "meta.json"), orjson.dumps(
                 meta, option=orjson.OPT_SERIALIZE_NUMPY))}
             # the kernel's copy into the page cache is the cost (~300 MB/s per thread here):
-            # two threads write at once (file writes release the GIL)
-            with ThreadPoolExecutor(WRITE_THREADS) as pool:
-                sums = pool.map(lambda item: _save(os.path.join(tmp, item[0] + ".npy"),
-                                                   item[1]), arrays.items())
-                files.update((name + ".npy", info) for name, info in zip(arrays, sums))
+            # two threads write at once (file writes release the GIL); a small entry is
+            # written in this thread (starting threads would cost more than they save)
+            def save(item: tuple[str, np.ndarray]) -> dict:
+                return _save(os.path.join(tmp, item[0] + ".npy"), item[1])
+
+            big = {n: a for n, a in arrays.items() if a.nbytes >= SMALL_ARRAY_BYTES}
+            if sum(a.nbytes for a in big.values()) < THREADED_WRITE_BYTES:
+                sums = list(map(save, big.items()))
+            else:
+                with ThreadPoolExecutor(WRITE_THREADS) as pool:
+                    sums = list(pool.map(save, big.items()))
+            files.update((name + ".npy", info) for name, info in zip(big, sums))
+            small = {n: a for n, a in arrays.items() if n not in big}
+            packed = _save_small(os.path.join(tmp, SMALL_FILE), small) if small else {}
+            if small:
+                files[SMALL_FILE] = packed.pop(None)
             with open(os.path.join(tmp, "manifest.json"), "wb") as f:
-                f.write(orjson.dumps({"files": files, "source": os.path.realpath(path),
+                f.write(orjson.dumps({"files": files, "packed": packed,
+                                      "source": os.path.realpath(path),
                                       "version": __version__, "created": time.time()}))
             self._place(tmp, final, path, key)
         except BaseException:

@@ -8,6 +8,9 @@ itself when the server (or the process that forked it) is gone (:func:`watch_par
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import logging
 import os
 import threading
@@ -108,6 +111,7 @@ def _read(path: str, progress: Progress, helpers: int) -> Any:
     """The trace of ``path``, reporting the ``read`` phase, then the start of ``analyse``."""
     trace = read_trace(path, progress=lambda f: progress("read", READ_SHARE * f),
                        helpers=helpers)
+    release_memory()
     progress("analyse", READ_SHARE)
     return trace
 
@@ -123,6 +127,7 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str,
     """
     from ..analysis import analyze  # imported here: the views pull in every analysis
     from ..timeline import build_timeline
+    from ..timeline.lanes import assign_lanes
     from ..views import ViewSet
     from ..views.trace import timeline_inputs
 
@@ -138,11 +143,15 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str,
     cache = DiskCache(cache_root, max_bytes)
     try:
         analysis = analyze(_read(path, progress, _helpers_for(path)))
+        release_memory()  # the analysis' temporaries, before the views' peak
         if (failed := _store(cache, path, key, ViewSet(analysis))) is not None:
             return failed
         progress("timeline", 0.0, now=True)  # the payloads can be served
         inputs = timeline_inputs(analysis)
         del analysis  # free the analysis' intermediates before the timeline's memory peak
+        # the lanes reuse the analysis' nesting, which is freed once they are laid out
+        inputs["layout"] = assign_lanes(inputs["trace"], inputs.pop("tree"))
+        release_memory()
         timeline = build_timeline(**inputs)
         del inputs
         progress("timeline", TIMELINE_BUILD_SHARE, now=True)
@@ -153,6 +162,24 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str,
         return {"status": 422, "error": "out of memory",
                 "detail": "The trace needs more memory than is available; profile fewer "
                           "steps (torch.profiler schedule active=...) or free memory."}
+
+
+def release_memory() -> None:
+    """Give the C heap's free pages back to the system (glibc ``malloc_trim``; nothing
+    elsewhere). Between phases of a big trace, the freed decode objects and analysis
+    intermediates otherwise stay in the process's RSS while the next phase allocates anew
+    (issue 19: peak memory of the process tree)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl, macOS, Windows)
+        return None
 
 
 #: Share of the timeline phase spent building it (the rest: storing it), for its progress.

@@ -35,6 +35,17 @@ def pack(obj: Any) -> tuple[Any, dict[str, np.ndarray]]:
     by_id: dict[int, str] = {}
 
     def walk(v: Any) -> Any:  # recursion depth = nesting of containers, which is shallow
+        t = type(v)
+        if t in _AS_IS:  # most values: tested by exact type first (payloads are big trees)
+            return v
+        if t is float:
+            return v if v == v and v not in _INFINITIES else {"@f": repr(v)}
+        if t is list:
+            return [x if type(x) in _AS_IS else walk(x) for x in v]
+        if t is dict:
+            if _plain_keys(v):
+                return {k: x if type(x) in _AS_IS else walk(x) for k, x in v.items()}
+            return {"@m": [[walk(k), walk(x)] for k, x in v.items()]}
         if v is None or isinstance(v, (bool, str)):
             return v
         if isinstance(v, enum.Enum):
@@ -72,6 +83,21 @@ def pack(obj: Any) -> tuple[Any, dict[str, np.ndarray]]:
                 "d": {k: walk(x) for k, x in fields.items()}}
 
     return walk(obj), arrays
+
+
+def _plain_keys(d: dict) -> bool:
+    """Are all keys of ``d`` strings not starting with ``@`` (a JSON object as it is)?"""
+    try:
+        joined = "\0".join(d)  # in C; a key that is no string raises
+    except TypeError:
+        return False
+    return "\0@" not in "\0" + joined  # no key starts with @
+
+
+#: Types stored as they are (exact types: a subclass such as an enum or ``np.float64``
+#: goes through :func:`pack`'s general checks).
+_AS_IS = frozenset((type(None), bool, str, int))
+_INFINITIES = (float("inf"), float("-inf"))
 
 
 def unpack(state: Any, arrays: dict[str, np.ndarray]) -> Any:

@@ -157,7 +157,8 @@ def _ns(us: float, what: str) -> int:
 
 
 def build_timeline(trace: Trace, *, steps: Iterable[tuple[str, int, int]] | None = None,
-                   links: Links | None = None, tree: HostTree | None = None) -> Timeline:
+                   links: Links | None = None, tree: HostTree | None = None,
+                   layout: Layout | None = None) -> Timeline:
     """Build the timeline of ``trace`` (vectorised; done once at analysis time).
 
     ``steps``: ``(name, start ns, end ns)`` step markers; default: the trace's
@@ -168,9 +169,12 @@ def build_timeline(trace: Trace, *, steps: Iterable[tuple[str, int, int]] | None
 
         build_timeline(a.trace, links=a.links, tree=a.tree,
                        steps=zip(a.steps.names, a.steps.start.tolist(), a.steps.end.tolist()))
+
+    ``layout``: the lanes, ``assign_lanes(trace, tree)``, when the caller made them already
+    (then ``tree`` is not used: a caller can free the nesting before the timeline's peak).
     """
     if steps is None:
         names, start, end, synthetic = host_steps(trace)
         steps = [] if synthetic else zip(names, start.tolist(), end.tolist())
-    return Timeline(trace, assign_lanes(trace, tree), list(steps),
-                    link(trace) if links is None else links)
+    return Timeline(trace, assign_lanes(trace, tree) if layout is None else layout,
+                    list(steps), link(trace) if links is None else links)

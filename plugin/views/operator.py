@@ -116,24 +116,30 @@ class _RowFormat:
         calls = np.bincount(inv, minlength=g).tolist()
         has_stack = (np.bincount(inv, weights=cols["stack"] >= 0, minlength=g) > 0).tolist()
         strings, shapes = self.strings, self.trace.shapes
+        # Python lists, not numpy scalars, in the per-group loop (many small traces)
+        names = cols["name"][first].tolist()
+        shape_ids = cols["shape"][first].tolist() if self.by_shape else None
+        stack_ids = cols["stack"][first].tolist() if "stack" in keys else None
+        if self.gpu:
+            eligible = self.tc_eligible_name[cols["name"][first]].tolist()
+            tc = [sums[k].tolist() for k in ("tc_self", "device_self_duration", "tc_total",
+                                              "device_total_duration")]
         out = []
-        for j, f in enumerate(first.tolist()):
-            nm = int(cols["name"][f])
+        for j, nm in enumerate(names):
             row = {"name": strings[nm]}
-            if self.by_shape:
-                sh = int(cols["shape"][f])
+            if shape_ids is not None:
+                sh = shape_ids[j]
                 row["input_shape"] = shapes[sh] if sh >= 0 else ""
             row["calls"] = calls[j]
             for k in _DURATIONS:
                 row[k] = out_us[k][j]
             row["has_call_stack"] = bool(has_stack[j])
             if self.gpu:
-                row["tc_eligible"] = bool(self.tc_eligible_name[nm])
-                row["tc_self_ratio"] = _ratio(sums["tc_self"][j], sums["device_self_duration"][j])
-                row["tc_total_ratio"] = _ratio(sums["tc_total"][j],
-                                               sums["device_total_duration"][j])
-            if "stack" in keys:
-                row["call_stack"] = self.stack_strings[int(cols["stack"][f])]
+                row["tc_eligible"] = bool(eligible[j])
+                row["tc_self_ratio"] = _ratio(tc[0][j], tc[1][j])
+                row["tc_total_ratio"] = _ratio(tc[2][j], tc[3][j])
+            if stack_ids is not None:
+                row["call_stack"] = self.stack_strings[stack_ids[j]]
             out.append(row)
         return out
 
