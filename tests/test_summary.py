@@ -203,3 +203,18 @@ def test_help_and_bad_paths(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["summary", str(bad), "--sort", "nope"])
     assert e.value.code == 2
+
+
+def test_text_tables_print_names_as_they_are():
+    """rich reads "[...]" in a cell as markup: "[memory]" vanished and "x[/]y" crashed."""
+    from stepscope.share.render import write_text
+    from stepscope.share.summary import Section
+
+    names = ["[memory]", "aten::foo[/]x", "[bold red]k"]
+    s = Section("ops", "Ops [/]", [("Name", "text"), ("Calls", "count")],
+                [[n, 1] for n in names])
+    buf = io.StringIO()
+    write_text("heading", [s], buf, width=120)
+    text = buf.getvalue()
+    for n in names + ["Ops [/]"]:
+        assert n in text

@@ -69,22 +69,23 @@ def write_text(heading: str, sections: list[Section], out: TextIO, width: int) -
     """rich tables, one per section, under ``heading``."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text  # plain text: a "[memory]" name is not rich markup
 
     console = Console(file=out, width=width, highlight=False, soft_wrap=False)
     console.print(heading, style="bold", markup=False)
     for s in sections:
-        t = Table(title=s.title, title_justify="left", caption=_footer(s) or None,
+        t = Table(title=Text(s.title), title_justify="left", caption=_footer(s) or None,
                   caption_justify="left", show_lines=False)
         cells = [[cell(v, u) for v, (_n, u) in zip(r, s.columns)] for r in s.rows]
         for i, (name, unit) in enumerate(s.columns):
             if unit == "text":  # long kernel names: cut (csv / json keep them whole)
-                t.add_column(name, overflow="ellipsis", no_wrap=True, max_width=60)
+                t.add_column(Text(name), overflow="ellipsis", no_wrap=True, max_width=60)
             else:  # numbers never cut: their header wraps instead
                 widest = max([len(c[i]) for c in cells] + [min(len(name), 9)])
-                t.add_column(_human_name(name), justify="right", overflow="fold",
+                t.add_column(Text(_human_name(name)), justify="right", overflow="fold",
                              min_width=widest)
         for c in cells:
-            t.add_row(*c)
+            t.add_row(*(Text(x) for x in c))
         console.print(t)
 
 
