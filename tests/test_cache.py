@@ -44,6 +44,9 @@ ROUND_TRIP = {
     "times": np.array([10**12, 10**12 + 5, 10**12 + 9, 10**12 - 100]),  # int8 steps
     "wide steps": np.array([0, 2**62, -2**62, 2**62]),  # steps overflow int64: as it is
     "row keys": (np.arange(6) // 3 << 40) + np.array([1, 5, 9] * 2),  # one big step
+    # a step wider than the array's own dtype (int32 pids around -1), a falling uint step
+    "int32 wide step": np.array([-2_000_000_000, 2_000_000_000, 2_000_000_001] * 3, np.int32),
+    "uint32 falling": np.array([0, 100_000, 5, 4_000_000_000, 3_999_999_999] * 3, np.uint32),
     "empty": np.zeros(0, dtype=np.int64),
     "one": np.array([5], dtype=np.int64),
 }

@@ -244,7 +244,10 @@ def widen(stored: np.ndarray, how: dict) -> np.ndarray:
         out = np.empty(len(stored) + 1, dtype=dtype)
         out[0] = how["first"]
         out[1:] = stored
-        out[1:][np.asarray(how["big_at"], dtype=np.intp)] = np.asarray(how["big"], dtype=dtype)
+        # a big step may not fit ``dtype`` itself (int32 -1 -> 2**31 - 1; a falling uint):
+        # kept modulo 2**bits, like the sum that restores the values
+        big = np.asarray(how["big"], dtype=np.int64).astype(dtype)
+        out[1:][np.asarray(how["big_at"], dtype=np.intp)] = big
         np.cumsum(out, out=out)
         out = out.reshape(shape)
     else:
