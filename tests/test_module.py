@@ -348,3 +348,46 @@ def test_torch_module_tree_and_stacks(generated):
     assert abs(sum(values) - total) <= len(lines)             # each line rounded once
     assert any(re.search(r";nn\.Module: Sequential_0;(.*;)?nn\.Module: Linear_0;", ln)
                for ln in lines)
+
+
+def _wide_tree(cap: int):
+    """Root 0 with ``cap + 1`` children 1..cap+1 (heaviest first); the lightest, ``cap + 1``,
+    is cut by the cap, and it has ``cap + 1`` children of its own (one more cut)."""
+    n_kids = cap + 1
+    parent = [-1] + [0] * n_kids + [n_kids] * n_kids
+    total = [0] + [10 * n_kids - i for i in range(n_kids - 1)] + [n_kids] + [1] * n_kids
+    total[0] = sum(total[1:n_kids + 1])
+    return np.array(parent, dtype=np.int64), np.array(total, dtype=np.int64)
+
+
+def test_cap_children_reports_no_remainder_under_a_node_that_was_cut():
+    """A node cut by the cap takes its subtree along: its own cut children are already in
+    its parent's remainder, so they must not come back as a remainder of their own (which
+    became a stray root in module/flame and crashed module/ranges, module/tree)."""
+    from stepscope.analysis.module import PathTable
+    from stepscope.analysis.stacks import MAX_CHILDREN, Flame, cap_children
+    from stepscope.views.module import flame_payload, nested
+
+    parent, total = _wide_tree(2)
+    kept, lost_parent, lost_total, lost_count = cap_children(parent, total, total > 0, cap=2)
+    assert kept.tolist() == [True, True, True] + [False] * 4
+    assert (lost_parent.tolist(), lost_total.tolist(), lost_count.tolist()) == ([0], [3], [1])
+
+    parent, total = _wide_tree(MAX_CHILDREN)
+    n = len(parent)
+    depth = np.where(parent < 0, 0, np.where(parent == 0, 1, 2))
+    t = PathTable(name=np.arange(n) % 3, parent=parent, depth=depth, calls=np.ones(n, np.int64),
+                  host_total=total, host_self=total, host_min=total, host_max=total,
+                  device=np.zeros(n, np.int64))
+    for kind in ("ranges", "tree"):
+        roots, _, folded = nested(t, ["a", "b", "c"], kind)
+        assert len(roots) == 1 and folded == 1
+        assert roots[0]["children"][-1]["name"] == "(1 more)"
+    self_ = total.copy()
+    self_[: MAX_CHILDREN + 2] -= np.bincount(parent[parent >= 0], total[parent >= 0],
+                                             minlength=n).astype(np.int64)[: MAX_CHILDREN + 2]
+    fl = Flame(labels=["a", "b", "c"], name=np.arange(n) % 3, parent=parent, host_self=self_,
+               host_total=total, device_self=self_, device_total=total, folded=0)
+    fp = flame_payload(fl, "host_self")
+    assert [i for i, p in enumerate(fp["parent"]) if p == -1] == [0]
+    assert fp["total_us"] == int(total[0]) / 1000

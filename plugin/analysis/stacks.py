@@ -122,8 +122,9 @@ def cap_children(parent: np.ndarray, total: np.ndarray, keep: np.ndarray,
     """Keep at most ``cap`` children per node, the heaviest by ``total`` (ties: lower id).
 
     ``keep``: the nodes eligible at all (e.g. total > 0, which holds for every ancestor of
-    such a node). A dropped node's subtree goes with it. Returns ``(kept mask, parents that
-    lost children, the lost children's summed total, how many)``.
+    such a node). A dropped node's subtree goes with it (its own cut children are not
+    reported again). Returns ``(kept mask, kept parents that lost children, the lost
+    children's summed total, how many)``.
 
     Example: parent ``[-1, 0, 0, 0]``, total ``[6, 3, 2, 1]``, cap 2 -> node 3 dropped,
     ``lost = ([0], [1], [1])``.
@@ -138,6 +139,8 @@ def cap_children(parent: np.ndarray, total: np.ndarray, keep: np.ndarray,
     dropped = np.zeros(len(parent), dtype=bool)
     dropped[over] = True
     kept = keep & ~any_ancestor_or_self(parent, dropped)
+    # a cut node's own cut children went with it (in its parent's remainder): not reported
+    over = over[(parent[over] < 0) | kept[np.maximum(parent[over], 0)]]
     lost_parent, inv = np.unique(parent[over], return_inverse=True)
     inv = inv.reshape(-1)
     return (kept, lost_parent, sum_to(inv, total[over], len(lost_parent)),
