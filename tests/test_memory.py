@@ -120,7 +120,8 @@ def test_allocations_page_window_search_and_sort(views):
 @pytest.mark.parametrize("q", [{"offset": "-1"}, {"limit": "x"}, {"sort": "nope"},
                                {"offset": "99999999999999999999999"},  # was a 500 (int64)
                                {"dir": "up", "sort": "size"}, {"start": "9", "end": "1"},
-                               {"start": "abc"}])
+                               {"start": "abc"}, {"offset": "1_0"}, {"limit": "+2"},
+                               {"limit": " 2"}, {"offset": "\uff11"}])  # one rule: ASCII digits
 def test_allocations_page_bad_parameters_are_400(views, q):
     with pytest.raises(BadParameter):
         views.get("memory/events", {"device": "GPU0", **q})
@@ -287,3 +288,19 @@ def test_payloads_survive_the_payload_cache(views):
                           ("memory/events", {"device": "GPU0"}), ("memory/devices", {}),
                           ("memory/stats", {"device": "CPU", "group_by": "OperationAndInputShape"})]:
         assert again.get(route, params) == views.get(route, params)
+
+
+def test_count_parameters_accept_their_whole_documented_range():
+    """trace/search documents offset 0..10**12 but refused 10**12 itself (13 digits > 12)."""
+    from stepscope.views.trace import _search
+
+    class Timeline:
+        def search(self, q, offset, limit):
+            return (offset, limit)
+
+    class Views:
+        timeline = Timeline()
+
+    assert _search(Views(), {"q": "a", "offset": str(10**12), "limit": "1000"}) == (10**12, 1000)
+    with pytest.raises(BadParameter):
+        _search(Views(), {"q": "a", "offset": str(10**12 + 1)})

@@ -22,7 +22,7 @@ from ..analysis.memory import STAT_COLUMNS, DeviceMemory, downsample
 from ..analysis.operators import GROUP_BY
 from ..errors import BadParameter
 from ..timeline.build import MAX_WIDTH, _ns
-from .registry import Param, Route, View
+from .registry import Param, Route, View, int_param
 
 #: Fewest pixels a curve request may ask for (4 samples per bucket of 2 px, see curve()).
 MIN_WIDTH = 4
@@ -178,20 +178,6 @@ def _window(p: Mapping[str, str | None]) -> tuple[int | None, int | None]:
 MAX_COUNT = 2**53
 
 
-def _count(p: Mapping[str, str | None], key: str, default: int | None) -> int | None:
-    raw = p.get(key)
-    if raw is None:
-        return default
-    try:
-        v = int(raw)
-    except ValueError:
-        raise BadParameter(f"bad {key}", f"{key} must be a whole number, got {raw[:40]!r}.") \
-            from None
-    if not 0 <= v <= MAX_COUNT:
-        raise BadParameter(f"bad {key}", f"{key} must be 0..{MAX_COUNT}, got {raw[:40]!r}.")
-    return v
-
-
 def _matching(names: list[str], freed: np.ndarray, op: np.ndarray, query: str) -> np.ndarray:
     """Rows whose operator name or status ("freed" / "never freed") holds every
     whitespace-separated term of ``query``, case-insensitive (as the dashboard's tables)."""
@@ -257,8 +243,8 @@ def events(views, p: Mapping[str, str | None]) -> dict:
         matched = len(idx)
         if p.get("sort"):
             idx = _order(dev, pay["names"], idx, p["sort"], p.get("dir") != "asc")
-        offset = _count(p, "offset", 0)
-        limit = _count(p, "limit", None)
+        offset = int_param(p, "offset", 0, 0, MAX_COUNT)
+        limit = int_param(p, "limit", None, 0, MAX_COUNT)
         idx = idx[offset:None if limit is None else offset + limit]
     names = np.array(pay["names"] + ["<unknown>"], dtype=object)  # op index -1 -> <unknown>
     at, rel = at[idx], rel[idx]

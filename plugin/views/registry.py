@@ -48,6 +48,21 @@ class Param:
         return raw
 
 
+def int_param(params: Mapping[str, str | None], key: str, default: int | None, lo: int,
+              hi: int) -> int | None:
+    """The whole number ``params[key]`` in ``lo..hi`` (``default`` when absent or empty): ASCII
+    digits only (no sign, ``_``, spaces or other scripts' digits); 400 otherwise. One rule
+    for every count-like query parameter (``offset``, ``limit``)."""
+    raw = params.get(key)
+    if raw is None or raw == "":
+        return default
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > len(str(hi)) \
+            or not lo <= int(raw) <= hi:
+        raise BadParameter(f"bad {key}", f"{key} must be a whole number in {lo}..{hi}, "
+                           f"got {raw[:40]!r}.")
+    return int(raw)
+
+
 @dataclass(frozen=True)
 class Route:
     """One URL of a view: ``answer(views, params) -> JSON-able``.

@@ -9,7 +9,7 @@ from ..analysis import Analysis
 from ..errors import BadParameter
 from ..timeline import Timeline, build_timeline
 from ..timeline.build import MAX_SEARCH_PAGE, SEARCH_PAGE
-from .registry import Param, Route, View
+from .registry import Param, Route, View, int_param
 
 
 def timeline_inputs(a: Analysis) -> dict:
@@ -45,15 +45,6 @@ def event_id_param(params: Mapping[str, str | None]) -> int:
 MAX_QUERY_CHARS = 500
 
 
-def _int_param(params: Mapping[str, str | None], key: str, default: int, lo: int, hi: int) -> int:
-    raw = params.get(key)
-    if raw is None or raw == "":
-        return default
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 12 or not lo <= int(raw) <= hi:
-        raise BadParameter(f"bad {key}", f"{key} must be an integer in {lo}..{hi}, got {raw[:40]!r}.")
-    return int(raw)
-
-
 def _search(views, p: Mapping[str, str | None]) -> dict:
     q = (p.get("q") or "").strip()
     if not q:
@@ -61,8 +52,8 @@ def _search(views, p: Mapping[str, str | None]) -> dict:
     if len(q) > MAX_QUERY_CHARS:
         raise BadParameter("bad q", f"q may have at most {MAX_QUERY_CHARS} characters "
                            f"(got {len(q)}).")
-    return views.timeline.search(q, _int_param(p, "offset", 0, 0, 10**12),
-                                 _int_param(p, "limit", SEARCH_PAGE, 1, MAX_SEARCH_PAGE))
+    return views.timeline.search(q, int_param(p, "offset", 0, 0, 10**12),
+                                 int_param(p, "limit", SEARCH_PAGE, 1, MAX_SEARCH_PAGE))
 
 
 def _window(views, p: Mapping[str, str | None]) -> dict:
