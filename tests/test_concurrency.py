@@ -240,7 +240,7 @@ def test_a_killed_server_leaves_no_processes_behind(tmp_path):
     import psutil
     from conftest import ROOT
 
-    from stepscope.store.child import ORPHAN_POLL_S
+    from stepscope.processes import ORPHAN_POLL_S
 
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "worker0.pt.trace.json").write_bytes(base_bytes())

@@ -498,7 +498,7 @@ def test_decode_helpers_end_with_a_killed_reader():
 
     import psutil
 
-    from stepscope.store.child import ORPHAN_POLL_S
+    from stepscope.processes import ORPHAN_POLL_S
 
     ctx = mp.get_context("fork")
     ours, theirs = ctx.Pipe()

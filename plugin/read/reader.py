@@ -24,6 +24,7 @@ from typing import Optional
 
 from ..errors import TraceError
 from ..model import Note, Trace
+from ..processes import watch_parent
 from .builder import ColumnBuilder, Part, build_part
 from .decode import (
     CHUNK_BYTES,
@@ -162,8 +163,6 @@ def _gc_paused():
 
 def _helper_init(reader_pid: int) -> None:
     """A helper ends once the process it decodes for is gone (killed: it runs no cleanup)."""
-    from ..store.child import watch_parent  # imported here: the child module imports this one
-
     watch_parent(reader_pid)
 
 

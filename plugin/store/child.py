@@ -3,7 +3,8 @@
 A worker receives jobs over its private pipe (:func:`_worker_main`), reads and analyses one
 trace at a time (:func:`analyse_to_cache`), stores the view payloads and then the timeline
 into the disk cache, and sends progress messages and a small status dict back. It ends by
-itself when the server (or the process that forked it) is gone (:func:`watch_parent`).
+itself when the server (or the process that forked it) is gone
+(:func:`stepscope.processes.watch_parent`).
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import ctypes.util
 import functools
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import AnalysisBug, StepscopeError
 from ..fs import filesystem_of
+from ..processes import watch_parent
 from ..read.reader import read_trace
 from .cache import DiskCache
 from .lazy import timeline_key
@@ -64,35 +65,6 @@ def _worker_main(conn: Any, server_pid: int) -> None:
         conn.send(("done", result))
 
 
-#: How often a worker checks that the server that started it is still alive (s).
-ORPHAN_POLL_S = 2.0
-
-
-def watch_parent(pid: int) -> None:
-    """End this process (at once, no cleanup) once ``pid`` (the server, or the process that
-    forked this one) or this process's parent is gone.
-
-    A server killed outright (SIGKILL, the OOM killer) runs no cleanup, nor does a worker
-    killed while a helper decodes for it: the orphan would wait forever, keeping the
-    forkserver and the resource tracker alive too (issues 7 and 12: nothing leaks)."""
-    threading.Thread(target=_exit_with, args=(pid, os.getppid()), daemon=True,
-                     name="stepscope-orphan-watch").start()
-
-
-def _exit_with(pid: int, parent: int) -> None:
-    while os.getppid() == parent and _alive(pid):
-        time.sleep(ORPHAN_POLL_S)
-    os._exit(0)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # the pid now belongs to another user's process
-        return False
-    return True
 
 
 def analyse_file(path: str, progress: Progress, helpers: int = 0) -> Any:
