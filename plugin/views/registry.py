@@ -63,8 +63,18 @@ def int_param(params: Mapping[str, str | None], key: str, default: int | None, l
     return int(raw)
 
 
+class _Validated:
+    """``validated(query)``: every declared parameter of a route, validated (defaults
+    filled); shared by :class:`Route` and :class:`PairRoute`."""
+
+    params: tuple[Param, ...]
+
+    def validated(self, params: Mapping[str, str]) -> dict[str, str | None]:
+        return {p.name: p.value(params) for p in self.params}
+
+
 @dataclass(frozen=True)
-class Route:
+class Route(_Validated):
     """One URL of a view: ``answer(views, params) -> JSON-able``.
 
     ``views`` is the span's :class:`~stepscope.views.ViewSet` (its precomputed payloads
@@ -81,9 +91,6 @@ class Route:
     params: tuple[Param, ...] = ()
     report: Callable[[Any], list[dict[str, str]]] | None = None
     mimetype: str = "application/json"
-
-    def validated(self, params: Mapping[str, str]) -> dict[str, str | None]:
-        return {p.name: p.value(params) for p in self.params}
 
 
 @dataclass(frozen=True)
@@ -104,7 +111,7 @@ class View:
 
 
 @dataclass(frozen=True)
-class PairRoute:
+class PairRoute(_Validated):
     """A URL of a view over two spans: a baseline (``run``, ``worker``, ``span``) and an
     experiment (``diff_run``, ``diff_worker``, ``diff_span``).
 
@@ -116,9 +123,6 @@ class PairRoute:
     path: str
     answer: Callable[[Any, Any, dict[str, str | None]], Any]
     params: tuple[Param, ...] = ()
-
-    def validated(self, params: Mapping[str, str]) -> dict[str, str | None]:
-        return {p.name: p.value(params) for p in self.params}
 
 
 @dataclass(frozen=True)

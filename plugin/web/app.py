@@ -141,17 +141,18 @@ def spans() -> Response:
 
 def views() -> Response:
     """The span's views; plus ``Distributed`` (a run-level view) when the span's run
-    qualifies (:func:`stepscope.runlevel.distributed.has_data`)."""
+    qualifies (:func:`stepscope.runlevel.distributed.has_data`), and the pair views
+    (``Diff``) when the server holds two spans or more."""
     ready = lookup()
     if isinstance(ready, Response):
         return ready
+    store = app_store(current_app)
     names = ready.names()
     summary = getattr(ready.viewset, "summaries", {}).get(DISTRIBUTED.name)
     if summary is not None and DISTRIBUTED in runlevel.RUNLEVEL:
         (run,) = params("run")
-        if distributed_has_data(summary, len(app_store(current_app).workers(run))):
+        if distributed_has_data(summary, len(store.workers(run))):
             names.append("Distributed")
-    store = app_store(current_app)
     if sum(sum(c.values()) for c in store.status().values()) >= 2:  # something to compare
         names.extend(p.name for p in PAIR_VIEWS)
     return json_response(names)
