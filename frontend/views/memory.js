@@ -228,12 +228,8 @@ export async function render(root, ctx) {
     end = e === null ? null : Math.round(e * 1000) / 1000;
     if (start !== null && end !== null && end <= start) end = start + 0.001;
     ctx.update({ start, end });
-    refreshTable();
+    table?.reload(); // the allocations live in the new window
     drawCurve().catch((err) => setChildren(chart, errorPanel(err)));
-  }
-
-  function refreshTable() {
-    table?.reload();
   }
 
   drawCurve().catch((err) => { chart.classList.remove("chart"); setChildren(chart, errorPanel(err)); });
