@@ -256,3 +256,14 @@ def xss_trace(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt") as fh:
         json.dump(trace, fh)
+
+
+def tensorboard_frame(page, timeout_s: float = 90):
+    """Our index.html inside TensorBoard: its plugin iframe holds it in a nested iframe."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for f in page.frames:
+            if "/data/plugin/stepscope/index.html" in f.url:
+                return f
+        page.wait_for_timeout(250)
+    raise AssertionError(f"no stepscope frame; frames: {[f.url for f in page.frames]}")

@@ -20,6 +20,7 @@ from browser import (
     query,
     screenshot,
     stepscope_server,
+    tensorboard_frame,
     tensorboard_server,
     wsgi_server,
     xss_trace,
@@ -229,7 +230,7 @@ def test_dashboard_inside_tensorboard(browser, tmp_path, path_prefix):
     with tensorboard_server(KINETO, path_prefix=path_prefix) as base:
         context, page, watch = open_page(browser, base)
         page.goto(f"{base}{path_prefix}/#stepscope")
-        frame = _dashboard_frame(page)
+        frame = tensorboard_frame(page)
         wait_plot(frame, "#step-chart")
         assert frame.locator("#run").input_value() == WORKERS_0
         assert "21.0%" in frame.locator(".recommendations li", has_text="DataLoader").inner_text()
@@ -247,17 +248,6 @@ def test_dashboard_inside_tensorboard(browser, tmp_path, path_prefix):
         context.close()
 
 
-def _dashboard_frame(page, timeout_s: float = 90):
-    """TensorBoard's plugin iframe holds our index.html (in a nested iframe)."""
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for f in page.frames:
-            if "/data/plugin/stepscope/index.html" in f.url:
-                return f
-        page.wait_for_timeout(250)
-    raise AssertionError(f"no stepscope frame; frames: {[f.url for f in page.frames]}")
 
 
 def hover_texts(page, selector: str) -> list[str]:

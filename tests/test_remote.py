@@ -19,19 +19,12 @@ from conftest import SHARED, query, wait_ready
 pytest.importorskip("s3fs", reason="needs s3fs (pip install 'stepscope[remote]')")
 pytest.importorskip("moto.server", reason="needs moto[server] (the test extra)")
 
+from test_golden import REQUESTS, RUNS  # noqa: E402  (the golden runs and requests)
+
 from stepscope.fs import filesystem, listing_error, redact, scrub  # noqa: E402
 from stepscope.store.child import analyse_file  # noqa: E402
 
 GOLDEN = SHARED / "kineto_resnet50"
-RUNS = ("resnet50_num_workers_0", "resnet50_num_workers_4")
-#: the golden requests (tests/test_golden.py) plus the other overview-level routes
-REQUESTS = (
-    ("overview", {}),
-    ("operation", {"group_by": "Operation"}),
-    ("operation/table", {"group_by": "Operation"}),
-    ("kernel/table", {"group_by": "Kernel"}),
-    ("kernel", {"group_by": "Kernel"}),
-)
 KEY_ID = "AKIDSTEPSCOPETEST01"
 SECRET = "stepscope-secret-never-shown-0123456789"
 BUCKET = "stepscope-logs"

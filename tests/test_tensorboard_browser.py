@@ -7,12 +7,18 @@ Runs on the bundled samples (no shared traces needed), behind ``--path_prefix``.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from browser import have_chromium, open_page, query, screenshot, tensorboard_server
+from browser import (
+    have_chromium,
+    open_page,
+    query,
+    screenshot,
+    tensorboard_frame,
+    tensorboard_server,
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -27,15 +33,6 @@ RUN = "cpu_train_num_workers_2"  # two spans of worker0
 PREFIX = "/tb/prefix"
 
 
-def dashboard_frame(page, timeout_s: float = 90):
-    """Our index.html: TensorBoard's plugin iframe holds it in a nested iframe."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for f in page.frames:
-            if "/data/plugin/stepscope/index.html" in f.url:
-                return f
-        page.wait_for_timeout(250)
-    raise AssertionError(f"no stepscope frame; frames: {[f.url for f in page.frames]}")
 
 
 def tb_hash(page) -> tuple[str, dict[str, str]]:
@@ -61,7 +58,7 @@ def test_state_survives_a_reload_of_tensorboard_and_copy_link_opens_it(browser):
         context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
         # a TensorBoard URL that names a view opens it
         page.goto(f"{home}#stepscope&run={RUN}&view=Operator")
-        frame = dashboard_frame(page)
+        frame = tensorboard_frame(page)
         wait_view(frame, "Operator")
         assert frame.locator("#run").input_value() == RUN
         spans = frame.locator("#span option").evaluate_all("os => os.map(o => o.value)")
@@ -96,7 +93,7 @@ def test_state_survives_a_reload_of_tensorboard_and_copy_link_opens_it(browser):
 
         # reload TensorBoard's page (not our iframe): a fresh iframe reads the hash
         page.reload()
-        frame = dashboard_frame(page)
+        frame = tensorboard_frame(page)
         wait_view(frame, "Memory")
         assert frame.locator("#run").input_value() == RUN
         assert frame.locator("#span").input_value() == spans[0]
@@ -115,7 +112,7 @@ def test_state_survives_a_reload_of_tensorboard_and_copy_link_opens_it(browser):
         # the copied link opens the same view in a fresh page
         other = context.new_page()
         other.goto(link)
-        frame = dashboard_frame(other)
+        frame = tensorboard_frame(other)
         wait_view(frame, "Memory")
         assert frame.locator("#span").input_value() == spans[0]
         assert not watch.dialogs and not watch.page_errors
