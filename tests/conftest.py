@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+from tracebuild import NO_SHARED  # the one reason shared-trace tests skip
 
 from stepscope.views import ViewSet
 
@@ -45,9 +46,6 @@ SHARED_RUNS = [
 VIEW_ROUTES = ViewSet.ROUTES
 
 
-#: Why tests that read the real traces skip in a checkout without ``../shared``.
-NO_SHARED = (f"needs the real traces in {SHARED} (the project's ../shared folder, "
-             "present in CI; absent in a plain clone)")
 #: Fixtures that serve the shared traces.
 SHARED_FIXTURES = frozenset({"shared_client", "kineto_server"})
 #: Helpers (of conftest, tracebuild, damaged) that read the shared traces.
@@ -193,6 +191,6 @@ def kineto_url():
     from browser import KINETO, stepscope_server
 
     if not KINETO.is_dir():
-        pytest.skip(f"shared traces missing: {KINETO}")
+        pytest.skip(NO_SHARED)
     with stepscope_server(KINETO) as base:
         yield base

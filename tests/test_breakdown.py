@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tracebuild import (
+    NO_SHARED,
     build,
     have_shared,
     kernel,
@@ -139,7 +140,7 @@ def test_categories_sum_to_the_step():
     assert (a.breakdown.values.sum(axis=1) == a.breakdown.totals).all()
 
 
-needs_shared = pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+needs_shared = pytest.mark.skipif(not have_shared(), reason=NO_SHARED)
 
 
 @needs_shared

@@ -18,11 +18,12 @@ import numpy as np
 import pytest
 from conftest import query, until, wait_ready
 from damaged import SOURCE, base_bytes
+from tracebuild import NO_SHARED
 
 from stepscope.errors import TraceError
 from stepscope.read.reader import read_trace
 
-pytestmark = pytest.mark.skipif(not SOURCE.is_file(), reason=f"shared trace missing: {SOURCE}")
+pytestmark = pytest.mark.skipif(not SOURCE.is_file(), reason=NO_SHARED)
 
 
 def same_trace(a, b) -> bool:

@@ -13,6 +13,7 @@ import re
 
 import pytest
 from browser import KINETO, have_chromium, open_page, screenshot, stepscope_server
+from tracebuild import NO_SHARED
 
 pytestmark = [
     pytest.mark.browser,
@@ -35,7 +36,7 @@ SETTLED = """() => !document.querySelector('#view .loading-line')
 @pytest.fixture(scope="module")
 def polish_url(tmp_path_factory):
     if not KINETO.is_dir():
-        pytest.skip(f"shared traces missing: {KINETO}")
+        pytest.skip(NO_SHARED)
     logdir = tmp_path_factory.mktemp("polish_logs")
     os.symlink(KINETO, logdir / "kineto_resnet50")
     os.symlink(KINETO.parent / "hta_mi250_rocm62", logdir / ROCM_RUN)

@@ -21,6 +21,7 @@ import time
 
 import pytest
 from conftest import SHARED, query, wait_ready
+from tracebuild import NO_SHARED
 
 distributed = pytest.importorskip("distributed",
                                   reason="needs distributed (pip install 'stepscope[dask]')")
@@ -119,7 +120,7 @@ def test_payloads_on_the_cluster_equal_the_local_pool(cluster, dlrm_dir, client_
 def test_a_killed_worker_is_replaced_and_the_task_runs_again(cluster, tmp_path):
     """SIGKILL the worker running the analysis: Dask runs it again on the other."""
     if not BIG.exists():
-        pytest.skip("the big shared trace is missing")
+        pytest.skip(NO_SHARED)
     executor = DaskExecutor(cluster.scheduler_address)
     client = executor.client
     pids = client.run(os.getpid)

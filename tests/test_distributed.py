@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from tracebuild import SHARED, build, launch, op, py, step, user
+from tracebuild import NO_SHARED, SHARED, build, launch, op, py, step, user
 
 from stepscope.analysis import analyze
 from stepscope.analysis.collectives import canonical_op
@@ -171,7 +171,7 @@ def test_combination_of_8_ranks_is_fast_and_sized_by_summaries():
     assert elapsed < 0.5 and len(out["ranks"]["ranks"]) == 8
 
 
-@pytest.mark.skipif(not os.path.isdir(DLRM), reason="shared traces not present")
+@pytest.mark.skipif(not os.path.isdir(DLRM), reason=NO_SHARED)
 def test_dlrm_communication_is_union_of_each_ranks_nccl_kernels():
     files = sorted(os.listdir(DLRM))
     summaries = []

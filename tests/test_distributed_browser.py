@@ -7,11 +7,12 @@ import shutil
 
 import pytest
 from browser import SHARED_TRACES, have_chromium, open_page, query, screenshot, stepscope_server
+from tracebuild import NO_SHARED
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not have_chromium(), reason="needs Debian's chromium at /usr/bin/chromium"),
-    pytest.mark.skipif(not (SHARED_TRACES / "param_v100_dlrm_8rank").is_dir(), reason="no shared traces"),
+    pytest.mark.skipif(not (SHARED_TRACES / "param_v100_dlrm_8rank").is_dir(), reason=NO_SHARED),
 ]
 pytest.importorskip("playwright.sync_api")
 

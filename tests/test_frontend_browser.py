@@ -25,6 +25,7 @@ from browser import (
     wsgi_server,
     xss_trace,
 )
+from tracebuild import NO_SHARED
 
 pytestmark = [
     pytest.mark.browser,
@@ -198,7 +199,7 @@ def test_every_view_of_every_shared_run_renders(browser):
     from browser import SHARED_TRACES
 
     if not SHARED_TRACES.is_dir():
-        pytest.skip(f"shared traces missing: {SHARED_TRACES}")
+        pytest.skip(NO_SHARED)
     with stepscope_server(SHARED_TRACES) as base:
         context, page, watch = open_page(browser, base)
         page.goto(f"{base}/")
@@ -226,7 +227,7 @@ def test_every_view_of_every_shared_run_renders(browser):
 @pytest.mark.parametrize("path_prefix", ["", "/tb/prefix"])
 def test_dashboard_inside_tensorboard(browser, tmp_path, path_prefix):
     if not KINETO.is_dir():
-        pytest.skip(f"shared traces missing: {KINETO}")
+        pytest.skip(NO_SHARED)
     with tensorboard_server(KINETO, path_prefix=path_prefix) as base:
         context, page, watch = open_page(browser, base)
         page.goto(f"{base}{path_prefix}/#stepscope")

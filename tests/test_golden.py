@@ -13,7 +13,7 @@ import os
 import re
 
 import pytest
-from tracebuild import SHARED_TRACES, shared_views
+from tracebuild import NO_SHARED, SHARED_TRACES, shared_views
 
 from stepscope.read.reader import read_trace
 from stepscope.views import build_views
@@ -32,7 +32,7 @@ REQUESTS = (
 _TIP = re.compile(r"Step (?P<step>[^<]+)<br>Total: (?P<total>[\d.]+)us<br><b>(?P<cat>[^:<]+): "
                   r"(?P<value>[\d.]+)us</b><br>Percentage: (?P<share>[\d.]+)%")
 
-pytestmark = pytest.mark.skipif(not os.path.isdir(GOLDEN_DIR), reason="shared traces missing")
+pytestmark = pytest.mark.skipif(not os.path.isdir(GOLDEN_DIR), reason=NO_SHARED)
 
 
 class Mismatch(AssertionError):

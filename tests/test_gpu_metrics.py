@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from tracebuild import build, have_shared, kernel, launch, op, runtime, shared_views, step
+from tracebuild import (
+    NO_SHARED,
+    build,
+    have_shared,
+    kernel,
+    launch,
+    op,
+    runtime,
+    shared_views,
+    step,
+)
 
 from stepscope.views import build_views
 
@@ -138,7 +148,7 @@ def test_lone_device_properties_entry_stands_for_the_ranks_gpu():
     assert m[3]["Est. SM Efficiency"] == 50.0
 
 
-needs_shared = pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+needs_shared = pytest.mark.skipif(not have_shared(), reason=NO_SHARED)
 
 
 @needs_shared

@@ -20,8 +20,9 @@ import orjson
 import pytest
 from conftest import query
 from damaged import CASES, HOSTILE_RUN, SOURCE, XSS, Case, write_corpus, write_healthy
+from tracebuild import NO_SHARED
 
-pytestmark = pytest.mark.skipif(not SOURCE.is_file(), reason=f"shared trace missing: {SOURCE}")
+pytestmark = pytest.mark.skipif(not SOURCE.is_file(), reason=NO_SHARED)
 
 #: Every endpoint of a span, with valid parameters (a 400 would be a test bug).
 ENDPOINTS: list[tuple[str, dict]] = [

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tracebuild import (
+    NO_SHARED,
     SHARED,
     build,
     have_shared,
@@ -144,7 +145,7 @@ REAL_TRACES = sorted(str(p.relative_to(SHARED)) for p in Path(SHARED).rglob("*.j
                      if p.name.endswith((".json", ".json.gz"))) if have_shared() else []
 
 
-@pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+@pytest.mark.skipif(not have_shared(), reason=NO_SHARED)
 @pytest.mark.parametrize("rel", REAL_TRACES)
 def test_invariants_hold_on_real_traces(rel):
     assert_invariants(build_views(read_trace(os.path.join(SHARED, rel))))

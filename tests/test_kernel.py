@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from tracebuild import build, have_shared, kernel, launch, memcpy, op, runtime, shared_views
+from tracebuild import (
+    NO_SHARED,
+    build,
+    have_shared,
+    kernel,
+    launch,
+    memcpy,
+    op,
+    runtime,
+    shared_views,
+)
 
 from stepscope.errors import BadParameter
 from stepscope.views import build_views
@@ -93,7 +103,7 @@ def test_no_kernels_no_kernel_view():
     assert views.get("kernel", {})["total"]["rows"] == []
 
 
-@pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+@pytest.mark.skipif(not have_shared(), reason=NO_SHARED)
 def test_shared_kernel_table_by_op_names_launching_ops():
     data = shared_views("hta_v100_resnet_ns_2024").get(
         "kernel/table", {"group_by": "KernelNameAndOpName"})["data"]

@@ -24,6 +24,7 @@ import psutil
 import pytest
 from conftest import PREFIX, ROOT
 from damaged import SOURCE, base_bytes
+from tracebuild import NO_SHARED
 
 from stepscope.errors import TraceError
 from stepscope.read.reader import read_trace
@@ -182,7 +183,7 @@ def test_event_limit_in_process(tmp_path, monkeypatch):
 
 # -- the real server ------------------------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.skipif(not SOURCE.is_file(), reason=f"shared trace missing: {SOURCE}")
+@pytest.mark.skipif(not SOURCE.is_file(), reason=NO_SHARED)
 def test_server_memory_stays_bounded_under_bombs(tmp_path, subprocess_env):
     logdir = tmp_path / "logdir"
     for run in ("line", "events", "sparse", "healthy"):

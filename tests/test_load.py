@@ -25,6 +25,7 @@ import psutil
 import pytest
 from browser import output_dir
 from conftest import PREFIX, ROOT, SHARED
+from tracebuild import NO_SHARED
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +66,7 @@ STATIC = [(f"{PREFIX}/index.html", 2), (f"{PREFIX}/main.js", 2), (f"{PREFIX}/sty
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory) -> Path:
     if not KINETO.is_dir():
-        pytest.skip(f"shared traces missing: {KINETO}")
+        pytest.skip(NO_SHARED)
     root = tmp_path_factory.mktemp("load")
     for run in ("resnet50_num_workers_0", "resnet50_num_workers_4"):
         (root / run).mkdir()

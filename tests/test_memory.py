@@ -10,7 +10,16 @@ import time
 
 import numpy as np
 import pytest
-from tracebuild import SHARED, SHARED_TRACES, build, have_shared, memory, op, shared_views
+from tracebuild import (
+    NO_SHARED,
+    SHARED,
+    SHARED_TRACES,
+    build,
+    have_shared,
+    memory,
+    op,
+    shared_views,
+)
 
 from stepscope.analysis.memory import device_label, downsample, pair_frees
 from stepscope.errors import BadParameter
@@ -253,7 +262,7 @@ def test_a_million_memory_events_analyse_and_answer_fast():
     assert by["A"]["Allocation Count"] == n // 2
 
 
-pytestmark_real = pytest.mark.skipif(not have_shared(), reason="no shared traces")
+pytestmark_real = pytest.mark.skipif(not have_shared(), reason=NO_SHARED)
 
 
 @pytestmark_real

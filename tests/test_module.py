@@ -12,7 +12,18 @@ import textwrap
 
 import numpy as np
 import pytest
-from tracebuild import build, have_shared, kernel, op, py, runtime, shared_views, step, user
+from tracebuild import (
+    NO_SHARED,
+    build,
+    have_shared,
+    kernel,
+    op,
+    py,
+    runtime,
+    shared_views,
+    step,
+    user,
+)
 
 from stepscope.analysis import analyze
 from stepscope.analysis.module import analyze_module, phase_of_name
@@ -210,7 +221,7 @@ CUDA = ["hta_v100_resnet_ns_2024", "kineto_resnet50_w0"]
 @pytest.mark.parametrize("rel", CUDA)
 def test_real_cuda_traces_partition_steps_and_account_device_time(rel):
     if not have_shared():
-        pytest.skip("../shared/traces missing")
+        pytest.skip(NO_SHARED)
     v = shared_views(rel)
     a = v.analysis
     m = analyze_module(a.trace, a.tree, a.links, a.steps, a.nodes)
@@ -230,7 +241,7 @@ def test_real_cuda_traces_partition_steps_and_account_device_time(rel):
 
 def test_real_marked_phases_equal_their_ranges():
     if not have_shared():
-        pytest.skip("../shared/traces missing")
+        pytest.skip(NO_SHARED)
     v = shared_views(CUDA[0])
     body = v.get("module/phases", {})
     flat = {r["name"]: r for r in v.get("module/ranges", {"flat": "1"})}

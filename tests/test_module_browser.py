@@ -12,12 +12,12 @@ import urllib.request
 
 import pytest
 from browser import have_chromium, open_page, query, screenshot, stepscope_server
-from tracebuild import SHARED, SHARED_TRACES, have_shared
+from tracebuild import NO_SHARED, SHARED, SHARED_TRACES, have_shared
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not have_chromium(), reason="needs Debian's chromium at /usr/bin/chromium"),
-    pytest.mark.skipif(not have_shared(), reason="shared traces missing"),
+    pytest.mark.skipif(not have_shared(), reason=NO_SHARED),
 ]
 pytest.importorskip("playwright.sync_api")
 

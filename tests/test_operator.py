@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tracebuild import (
+    NO_SHARED,
     SHARED,
     build,
     ev,
@@ -252,7 +253,7 @@ def test_tensor_core_fields_on_gpu_traces():
     assert "tc_eligible" not in table([op("aten::mm", 0, 1)])["aten::mm"]
 
 
-needs_shared = pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+needs_shared = pytest.mark.skipif(not have_shared(), reason=NO_SHARED)
 
 
 @needs_shared

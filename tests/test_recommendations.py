@@ -7,6 +7,7 @@ import html
 
 import pytest
 from tracebuild import (
+    NO_SHARED,
     build,
     have_shared,
     kernel,
@@ -213,7 +214,7 @@ def test_rules_are_pure_functions_of_facts():
     assert len(RULES) == 14
 
 
-@pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+@pytest.mark.skipif(not have_shared(), reason=NO_SHARED)
 def test_shared_golden_launch_bound_quiet_on_workers_4():
     f = shared_views("kineto_resnet50_w4").analysis.facts
     assert round(100 * f.kernels_shorter_than_launch / f.kernels) == 58
@@ -299,7 +300,7 @@ def test_amp_on_rocm_says_matrix_cores():
     assert "Matrix Cores" in items["amp"]["text"] and "Tensor" not in items["amp"]["text"]
 
 
-@pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+@pytest.mark.skipif(not have_shared(), reason=NO_SHARED)
 @pytest.mark.parametrize("key,first,covers", [
     ("param_v100_dlrm_rank0", "communication", {"cpu_bound", "dataloader"}),
     ("hta_a100_alexnet_nosteps", "runtime_bound", {"low_utilization"}),

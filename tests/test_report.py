@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from browser import FRONTEND, KINETO, XSS, have_chromium, open_page, output_dir, screenshot
-from tracebuild import SHARED, have_shared, kernel, op, runtime, step
+from tracebuild import NO_SHARED, SHARED, have_shared, kernel, op, runtime, step
 
 from stepscope.cli import main
 from stepscope.share.bundle import packed, rewrite_imports, unpacked
@@ -36,7 +36,7 @@ from stepscope.share.report import report_data, write_report
 from stepscope.web.assets import plotly_js
 
 READY_MS = 60_000
-needs_shared = pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+needs_shared = pytest.mark.skipif(not have_shared(), reason=NO_SHARED)
 browser_test = [pytest.mark.browser,
                 pytest.mark.skipif(not have_chromium(), reason="needs /usr/bin/chromium")]
 
@@ -169,7 +169,7 @@ def test_page_holds_compressed_blocks_and_runs_only_its_own_scripts(small_report
 @pytest.fixture(scope="module")
 def kineto_report(tmp_path_factory):
     if not (KINETO / "expected.jsonl").is_file():
-        pytest.skip("shared traces missing")
+        pytest.skip(NO_SHARED)
     out = tmp_path_factory.mktemp("report") / "kineto.html"
     write_report(str(KINETO), str(out))
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tracebuild import (
+    NO_SHARED,
     build,
     have_shared,
     kernel,
@@ -176,7 +177,7 @@ def test_steps_are_named_by_number_in_time_order_and_deduplicated():
     assert s.names == ["6", "7"]
 
 
-@pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+@pytest.mark.skipif(not have_shared(), reason=NO_SHARED)
 def test_shared_trace_alexnet_without_steps_is_one_step():
     views = shared_views("hta_a100_alexnet_nosteps")
     rows = views.get("overview", {})["steps"]["rows"]
@@ -184,7 +185,7 @@ def test_shared_trace_alexnet_without_steps_is_one_step():
     assert "no_steps" in [n["code"] for n in views.notes()]
 
 
-@pytest.mark.skipif(not have_shared(), reason="shared traces missing")
+@pytest.mark.skipif(not have_shared(), reason=NO_SHARED)
 def test_shared_trace_golden_steps():
     s = shared_views("kineto_resnet50_w0").analysis.steps
     assert s.names == ["5", "6", "7", "8", "9", "10"] and s.dropped == 0

@@ -15,7 +15,7 @@ import sys
 import textwrap
 
 import pytest
-from tracebuild import build, device, kernel, op, step
+from tracebuild import NO_SHARED, build, device, kernel, op, step
 
 from stepscope.analysis.memcpy import memcpy_by_direction
 from stepscope.cli import main
@@ -165,7 +165,7 @@ def test_kernel_overview_and_memcpy_sections_come_from_the_payloads(tmp_path):
 
 
 @pytest.mark.skipif(not os.path.isdir("../shared/traces/kineto_resnet50"),
-                    reason="shared traces missing")
+                    reason=NO_SHARED)
 def test_real_gpu_trace_operator_rows_equal_the_api_rounded():
     (span,) = spans_of("../shared/traces/kineto_resnet50/resnet50_num_workers_0")
     views = analyse(span)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from tracebuild import build, have_shared, kernel, shared_views, step
+from tracebuild import NO_SHARED, build, have_shared, kernel, shared_views, step
 
 from stepscope.taxonomy import TENSOR_CORE_KERNEL
 from stepscope.views import build_views
@@ -101,7 +101,7 @@ def test_lowercase_search_answers_as_ignorecase():
     assert TENSOR_CORE_KERNEL.pattern == TENSOR_CORE_KERNEL.pattern.lower()
 
 
-@pytest.mark.skipif(not have_shared(), reason="needs ../shared/traces")
+@pytest.mark.skipif(not have_shared(), reason=NO_SHARED)
 def test_shared_mi300x_matrix_core_share():
     # three Tensile MFMA GEMMs (64.0 %) and Triton attn_fwd (29.4 %) of the kernel time; the
     # rest is triton_poi/red pointwise and reductions

@@ -13,6 +13,7 @@ import os
 import numpy as np
 import pytest
 from tracebuild import (
+    NO_SHARED,
     SHARED,
     SHARED_TRACES,
     build,
@@ -33,7 +34,7 @@ from stepscope.timeline import build_timeline, event, lanes, lod
 from stepscope.timeline.query import greedy_blocks
 
 RESNET0 = os.path.join(SHARED, SHARED_TRACES["kineto_resnet50_w0"])
-needs_shared = pytest.mark.skipif(not have_shared(), reason="../shared/traces not present")
+needs_shared = pytest.mark.skipif(not have_shared(), reason=NO_SHARED)
 
 
 # --- helpers -----------------------------------------------------------------------------------

@@ -19,11 +19,12 @@ import orjson
 import pytest
 from browser import PageWatch, have_chromium, launch, output_dir, stepscope_server
 from damaged import HOSTILE_RUN, SOURCE, XSS, base_doc, dump, html_names
+from tracebuild import NO_SHARED
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not have_chromium(), reason="needs Debian's chromium at /usr/bin/chromium"),
-    pytest.mark.skipif(not SOURCE.is_file(), reason=f"shared trace missing: {SOURCE}"),
+    pytest.mark.skipif(not SOURCE.is_file(), reason=NO_SHARED),
 ]
 playwright_api = pytest.importorskip("playwright.sync_api")
 

@@ -210,6 +210,9 @@ def build(events: list[dict], *, device_properties: Optional[list[dict]] = None,
 #: ``../shared/traces`` next to the project root (SPEC: tests use them from there).
 SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..",
                       "shared", "traces")
+#: The one reason every test that reads the real traces skips without ``../shared``.
+NO_SHARED = (f"needs the real traces in {os.path.normpath(SHARED)} (the project's ../shared "
+             "folder, present in CI; absent in a plain clone)")
 SHARED_TRACES = {
     "kineto_resnet50_w0": "kineto_resnet50/resnet50_num_workers_0/worker0.pt.trace.json.gz",
     "kineto_resnet50_w4": "kineto_resnet50/resnet50_num_workers_4/worker0.pt.trace.json.gz",
