@@ -321,15 +321,18 @@ def test_deep_nesting_does_not_overflow(tmp_path):
         assert len(trace) == 4
 
 
-@pytest.mark.parametrize("helpers", [0, 1])
+@pytest.mark.parametrize("helpers", [0, 1, "pipe"])
 @pytest.mark.parametrize("path", [RESNET0, NS_2024] + sorted(
     (TRACES / "param_v100_dlrm_8rank").glob("worker0*")), ids=lambda p: p.name[:20])
 def test_chunked_decode_equals_whole_document(path, helpers, monkeypatch):
     """Cutting the event list into many small chunks (decoded here, or every other one in a
     helper process) gives exactly the one-piece result."""
-    from stepscope.read import decode, rawfile
+    from stepscope.read import decode, rawfile, shared
 
     whole = read_trace(str(path))
+    if helpers == "pipe":  # no chunk fits a shared slot: every one goes through the pipe
+        monkeypatch.setattr(shared, "SLOT_BYTES", 1)
+        helpers = 1
     monkeypatch.setattr(decode, "CHUNK_BYTES", 50_000)
     monkeypatch.setattr(rawfile, "CHUNK", 7_919)
     monkeypatch.setattr(rawfile, "OUT_PIECE", 10_007)
@@ -345,16 +348,20 @@ def test_chunked_decode_equals_whole_document(path, helpers, monkeypatch):
     assert whole.device_properties == chunked.device_properties
 
 
+@pytest.mark.parametrize("window", [None, 16])
 @pytest.mark.parametrize("helpers", [0, 1])
-def test_chunk_cut_inside_args_is_joined(tmp_path, monkeypatch, helpers):
+def test_chunk_cut_inside_args_is_joined(tmp_path, monkeypatch, helpers, window):
     """A '},{' inside args (a list of dicts) is not an event boundary: the chunk cut there
-    is joined with the next one."""
+    is joined with the next one. ``window``: the last boundary is looked for in so few final
+    bytes that it is mostly found by the search of the whole chunk."""
     from stepscope.read import decode
 
     events = [dict(GOOD[1], args={"External id": i, "x": [{"a": 1}, {"b": 2}] * 50})
               for i in range(400)]
     path = _write(tmp_path, _doc(events))
     monkeypatch.setattr(decode, "CHUNK_BYTES", 3_000)
+    if window:
+        monkeypatch.setattr(decode, "_BOUNDARY_WINDOW", window)
     trace = read_trace(path, helpers=helpers)
     assert len(trace) == 400 and trace.events["external_id"].tolist() == list(range(400))
     assert trace.notes == []
@@ -571,3 +578,45 @@ def test_one_ill_typed_value_drops_only_that_value(tmp_path, monkeypatch, helper
         "grid: 1, name: 2, ph: 1, pid: 1)")
     assert "dropped 4 events" in notes["dropped_events"]  # dur, 2 names, pid
     assert "ignored 3 entries" in notes["ill_typed_events"]
+
+
+def test_builder_fast_paths_equal_the_per_value_rules():
+    """The C-speed conversions of a chunk's columns give what the per-value rules give, for
+    well-formed values (the fast path) and for every kind of ill-typed one (the fallback)."""
+    from stepscope.read.builder import _link_ids, _product, _products
+    from stepscope.read.columns import float_column
+    from stepscope.read.decode import ABSENT
+
+    dims = [[1, 2, 3], [0, 7, 1], [2**20, 1, 1], [-1, 2, 3], [1, 2], [True, 1, 1], None,
+            [1.5, 1, 1], "x", [2**40, 2**40, 2**40], [2**70, 1, 1]]
+    for case in ([dims[0], dims[1]], dims, [[5, 5, 5]] * 3, [dims[2], dims[0]], []):
+        assert _products(case).tolist() == [_product(d) for d in case]
+
+    def slow_float(v: object) -> float:
+        try:
+            x = float(v)  # what the old per-value loop did
+        except (TypeError, ValueError, OverflowError):
+            return float("nan")
+        return float("nan") if x in (float("inf"), float("-inf")) else x
+
+    values = [None, 3, "1.5", "1e999", "-inf", "nan", True, " 2 ", "1_0", "abc", [1], {"a": 1},
+              10**400, "0.30000000000000004"]
+    for case in (values[:3], values, ["1.25", "2"], [None], [], [[1, 2], [3, 4]]):
+        got = float_column(case)
+        assert np.array_equal(got, np.array([slow_float(v) for v in case]), equal_nan=True)
+
+    assert _link_ids([1, ABSENT, 7]).tolist() == [1, ABSENT, 7]
+    assert _link_ids([1, None, "12", ABSENT]).tolist() == [1, ABSENT, 12, ABSENT]
+    assert _link_ids([1, None, "x", 2**70, [3]]).tolist() == [1, ABSENT, -1, -1, -1]
+
+
+def test_link_ids_missing_null_and_both_spellings(tmp_path):
+    """correlation / External id: missing or null -> -1; "External id" wins over the older
+    "external id", which is used when the first is missing or null."""
+    rows = [{"correlation": 5, "External id": 9}, {}, {"correlation": None, "external id": 4},
+            {"External id": None, "external id": 6}, {"External id": 3, "external id": 8},
+            {"correlation": "x", "External id": [1]}]
+    events = [dict(GOOD[1], ts=100 + i, args=a) for i, a in enumerate(rows)]
+    trace = read_trace(_write(tmp_path, _doc(events)))
+    assert trace.events["correlation"].tolist() == [5, -1, -1, -1, -1, -1]
+    assert trace.events["external_id"].tolist() == [9, -1, 4, 6, 3, -1]

@@ -37,12 +37,17 @@ _PREFIX_LIMIT = 64 << 20  # metadata before traceEvents larger than this: decode
 MAX_EVENT_BYTES = 64 << 20
 
 
+#: Default of the link ids in :class:`Args` when the key is missing (an int, so that a
+#: chunk's ids convert to an array at C speed; the builder turns it into -1).
+ABSENT = -(2**63)
+
+
 class Args(msgspec.Struct, gc=False):
     """The ``args`` keys the model reads; all others are skipped unparsed."""
 
-    correlation: Any = None
-    external_id: Any = F(default=None, name="External id")
-    external_id_lc: Any = F(default=None, name="external id")
+    correlation: Any = ABSENT
+    external_id: Any = F(default=ABSENT, name="External id")
+    external_id_lc: Any = F(default=ABSENT, name="external id")
     device: Any = None
     stream: Any = None
     grid: Any = None  # [x, y, z] ints; checked by the builder
@@ -130,7 +135,7 @@ class NeedWholeDocument(Exception):
 class Split:
     """The event list of a file cut into JSON arrays of whole events (unvalidated cuts).
 
-    Iterating yields each chunk as bytes ``[{...},...,{...}]``; afterwards ``head`` holds the
+    Iterating yields each chunk (a :class:`Chunk`, ``[{...},...,{...}]``); afterwards ``head`` holds the
     top-level keys before ``traceEvents`` and ``tail`` the bytes from the last cut to the end
     of the file (decode it with :func:`decode_tail`). A cut is made at ``}`` ``,`` ``{``,
     which is almost always a boundary between two events; when it is not (inside ``args``,
@@ -149,7 +154,7 @@ class Split:
         self.read = 0  # JSON bytes taken from ``pieces`` so far
         self.is_object = True
 
-    def __iter__(self) -> Iterator[bytes]:
+    def __iter__(self) -> Iterator[Chunk]:
         it = _counted(iter(self.pieces), self)
         carry = b""
         for piece in it:
@@ -202,27 +207,58 @@ def _counted(pieces: Iterator[bytes], split: Split) -> Iterator[bytes]:
         yield piece
 
 
-def _cut(pending: list[bytes]) -> tuple[Optional[bytearray], bytes]:
-    """Join ``pending`` and cut after the last ``}`` that is followed by ``,`` and ``{``:
-    ``(b"[" + events + b"]", rest starting at "{")``, or ``(None, everything)``. The chunk
-    is the joined buffer itself, cut in place (not copied again: it is ~32 MB)."""
-    buf = bytearray(b"[")
-    for piece in pending:
-        buf += piece
-    window = max(0, len(buf) - (1 << 18))
-    found = deque(_BOUNDARY.finditer(buf, window), maxlen=1) or \
-        deque(_BOUNDARY.finditer(buf), maxlen=1)
-    last = found[0] if found else None
-    if last is None:
-        return None, bytes(buf[1:])
-    rest = bytes(buf[last.end() - 1:])
-    del buf[last.start() + 1:]
-    buf += b"]"
-    return buf, rest
+class Chunk:
+    """A JSON array of whole events, ``[{...},...,{...}]``, held as consecutive buffers
+    (views of the inflated pieces) so that it is copied once: into ``bytes``
+    (:meth:`data`), or into a shared buffer for a helper process (:meth:`parts`)."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts: list):
+        self.parts = parts
+        self.size = sum(map(len, parts))
+
+    def data(self) -> bytes:
+        """The chunk's bytes (one copy)."""
+        return b"".join(self.parts)
 
 
-def decode_chunk(chunk: bytes) -> Optional[list[Event]]:
-    """Events of a chunk from :class:`Split`, or None when its cut was not a boundary."""
+#: The last event boundary of a chunk is looked for in its last this many bytes first.
+_BOUNDARY_WINDOW = 1 << 18
+
+
+def _cut(pending: list[bytes]) -> tuple[Optional[Chunk], bytes]:
+    """Cut ``pending`` (consecutive pieces) after the last ``}`` that is followed by ``,``
+    and ``{``: ``(chunk [events], rest starting at "{")``, or ``(None, everything)``. The
+    chunk is made of views of the pieces (no copy; the rest, smaller than a piece, is
+    copied)."""
+    total = sum(map(len, pending))
+    window = max(0, total - _BOUNDARY_WINDOW)
+    found = deque(_BOUNDARY.finditer(b"".join(_views(pending, window, total))), maxlen=1)
+    if not found:
+        window = 0
+        found = deque(_BOUNDARY.finditer(b"".join(pending)), maxlen=1)
+    if not found:
+        return None, b"".join(pending)
+    start, end = window + found[0].start(), window + found[0].end()
+    parts = [b"[", *_views(pending, 0, start + 1), b"]"]
+    return Chunk(parts), b"".join(_views(pending, end - 1, total))
+
+
+def _views(pieces: list[bytes], lo: int, hi: int) -> list[memoryview]:
+    """Views of the bytes ``[lo, hi)`` of the pieces taken end to end."""
+    out, at = [], 0
+    for piece in pieces:
+        n = len(piece)
+        if at + n > lo and at < hi:
+            out.append(memoryview(piece)[max(lo - at, 0): min(hi - at, n)])
+        at += n
+    return out
+
+
+def decode_chunk(chunk) -> Optional[list[Event]]:
+    """Events of a chunk from :class:`Split` (its bytes, or any buffer holding them), or
+    None when its cut was not a boundary."""
     try:
         return _LIST.decode(chunk)
     except (msgspec.DecodeError, UnicodeDecodeError):

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from ..errors import TraceError
 from ..model import Note, Trace
@@ -28,6 +28,7 @@ from ..processes import watch_parent
 from .builder import ColumnBuilder, Part, build_part
 from .decode import (
     CHUNK_BYTES,
+    Chunk,
     NeedWholeDocument,
     Split,
     decode_chunk,
@@ -36,6 +37,7 @@ from .decode import (
     join_chunks,
 )
 from .rawfile import iter_bytes, read_whole
+from .shared import Slots
 
 Progress = Optional[Callable[[float], None]]
 
@@ -101,33 +103,41 @@ def _decode_before_damage(buf: bytes, name: str, notes: list[Note]):
     raise first
 
 
-def _read_chunked(path: str, progress: Progress, pool: ProcessPoolExecutor | None) -> Trace:
+def _read_chunked(path: str, progress: Progress, pool: _Helpers | None) -> Trace:
     notes: list[Note] = []
     builder = ColumnBuilder(path)
     split = Split(iter_bytes(path, notes, progress), os.path.basename(path), notes)
-    inflight: deque[tuple[bytes, Future | Part | None]] = deque()
+    inflight: deque[tuple[Chunk | bytes, Future | Part | None, int | None]] = deque()
     held = b""  # chunks whose cut was not an event boundary, waiting to be joined
 
-    def settle(chunk: bytes, result: Future | Part | None) -> None:
+    def settle(chunk: Chunk | bytes, result: Future | Part | None, slot: int | None) -> None:
         nonlocal held
         if isinstance(result, Future):
             result = result.result()
+        if slot is not None:
+            pool.slots.release(slot)
         if held:
-            chunk, result = join_chunks(held, chunk), None
+            chunk, result = join_chunks(held, _data(chunk)), None
             result = build_local(chunk)
         if result is None:
-            held = chunk
+            held = _data(chunk)
             if len(held) > 8 * CHUNK_BYTES:  # no event boundary in 256 MB: damaged
                 raise NeedWholeDocument
         else:
             held = b""
             builder.merge(result)
 
-    for i, chunk in enumerate(split):
-        remote = pool is not None and i % 2 == 0
-        inflight.append((chunk, pool.submit(build_remote, chunk) if remote
-                         else build_local(chunk)))
-        while inflight and (len(inflight) > 2 or not isinstance(inflight[0][1], Future)):
+    for chunk in split:
+        slot = None
+        if pool is not None and _busy(inflight) < HELPER_QUEUE:  # else decode it here
+            slot = pool.slots.put(chunk)
+            future = pool.executor.submit(build_shared, slot, chunk.size) if slot is not None \
+                else pool.executor.submit(build_remote, chunk.data())
+            inflight.append((chunk, future, slot))
+        else:
+            chunk = chunk.data()
+            inflight.append((chunk, build_local(chunk), None))
+        while inflight and (len(inflight) > HELPER_QUEUE + 1 or _settled(inflight[0][1])):
             settle(*inflight.popleft())
     while inflight:
         settle(*inflight.popleft())
@@ -137,8 +147,26 @@ def _read_chunked(path: str, progress: Progress, pool: ProcessPoolExecutor | Non
     return builder.finish(top, notes)
 
 
-def build_local(chunk: bytes) -> Part | None:
-    """Columns of one chunk, or None when it does not decode on its own."""
+#: Chunks a helper is given ahead: the reader decodes a chunk itself only while the helpers
+#: have this many to do, so a helper (which does not inflate or cut) takes its larger share.
+HELPER_QUEUE = 2
+
+
+def _busy(inflight: deque) -> int:
+    """Chunks handed to a helper and not yet answered."""
+    return sum(isinstance(r, Future) and not r.done() for _, r, _ in inflight)
+
+
+def _settled(result: Future | Part | None) -> bool:
+    return not isinstance(result, Future) or result.done()
+
+
+def _data(chunk: Chunk | bytes) -> bytes:
+    return chunk.data() if isinstance(chunk, Chunk) else chunk
+
+
+def build_local(chunk) -> Part | None:
+    """Columns of one chunk (bytes or a buffer), or None when it does not decode on its own."""
     events = decode_chunk(chunk)
     return None if events is None else build_part(events)
 
@@ -147,6 +175,13 @@ def build_remote(chunk: bytes) -> Part | None:
     """:func:`build_local` in a helper process (GC off there too)."""
     gc.disable()
     return build_local(chunk)
+
+
+def build_shared(slot: int, size: int) -> Part | None:
+    """:func:`build_remote` of the chunk the reader wrote into shared ``slot``."""
+    gc.disable()
+    assert _slots is not None  # set before this helper was forked
+    return build_local(_slots.view(slot, size))
 
 
 @contextmanager
@@ -166,16 +201,33 @@ def _helper_init(reader_pid: int) -> None:
     watch_parent(reader_pid)
 
 
+class _Helpers(NamedTuple):
+    """The helper processes of one read and the shared buffers they take chunks from."""
+
+    executor: ProcessPoolExecutor
+    slots: Slots
+
+
+#: The shared buffers of the read in progress, set before its helpers are forked (they find
+#: them here, inherited); None otherwise.
+_slots: Slots | None = None
+
+
 @contextmanager
 def _helper_pool(helpers: int):
-    """A pool of ``helpers`` forked processes, started before any thread of the read."""
+    """``helpers`` forked processes (with :class:`~.shared.Slots` mapped before the fork),
+    started before any thread of the read."""
+    global _slots
     if helpers <= 0 or not hasattr(os, "fork"):
         yield None
         return
+    _slots = Slots(HELPER_QUEUE * helpers + 1)  # the chunks helpers are given, one spare
     pool = ProcessPoolExecutor(helpers, mp_context=mp.get_context("fork"),
                                initializer=_helper_init, initargs=(os.getpid(),))
     try:
         pool.submit(int).result()  # fork now, while this process runs no other thread
-        yield pool
+        yield _Helpers(pool, _slots)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        _slots.close()
+        _slots = None
