@@ -37,9 +37,9 @@ def s3():
     import s3fs
     from moto.server import ThreadedMotoServer
 
-    from stepscope.store.pool import _start_forkserver
+    from stepscope.processes import _ensure_forkserver
 
-    _start_forkserver()  # before the credentials are set: workers get them per job
+    _ensure_forkserver()  # before the credentials are set: workers get them per job
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

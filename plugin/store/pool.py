@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import atexit
 import logging
-import multiprocessing as mp
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -40,6 +38,7 @@ from typing import Any
 
 from ..errors import AnalysisBug, Loading, StepscopeError, TraceError
 from ..fs import filesystem_of, is_url
+from ..processes import start_forkserver, worker_context
 from .cache import DEFAULT_MAX_BYTES, DiskCache
 from .child import TIMELINE_FROM, Progress, _worker_main
 from .lazy import LazyTimeline, PayloadSlots, TimelineSlots, load_views, timeline_key
@@ -56,24 +55,6 @@ def default_jobs() -> int:
     """Traces analysed at once by default: half the cores, at least 2 (so a huge trace never
     holds up every other run), at most 4."""
     return max(2, min(4, (os.cpu_count() or 2) // 2))
-
-
-def _context() -> Any:
-    """``forkserver`` with stepscope preloaded (``spawn`` where there is no fork)."""
-    ctx = mp.get_context("forkserver" if sys.platform != "win32" else "spawn")
-    if ctx.get_start_method() == "forkserver":
-        ctx.set_forkserver_preload(["stepscope.store.child", "stepscope.views"])
-    return ctx
-
-
-def _start_forkserver() -> None:
-    try:
-        if _context().get_start_method() == "forkserver":
-            from multiprocessing import forkserver
-
-            forkserver.ensure_running()
-    except Exception:  # noqa: BLE001 - only a warm-up: the pool starts it when needed
-        log.debug("could not start the forkserver early", exc_info=True)
 
 
 #: Peak memory of analysing a trace, per byte of its JSON (measured: x50 ResNet-50 sample).
@@ -285,8 +266,7 @@ class Analyser:
         self._closed = False
         # start the forkserver (which imports numpy and the analyses once) in the
         # background, so the first trace does not wait for it
-        threading.Thread(target=_start_forkserver, daemon=True,
-                         name="stepscope-forkserver").start()
+        start_forkserver()
         self._lock = threading.Lock()
         self._slots = threading.Semaphore(self.jobs)
         self._idle: list[WorkerProcess] = []  # started, waiting for a small trace
@@ -460,7 +440,7 @@ class Analyser:
                 if worker.alive():
                     return worker
                 self._workers.discard(worker)
-            worker = WorkerProcess(_context())
+            worker = WorkerProcess(worker_context())
             self._workers.add(worker)
             self.process_starts += 1
         try:
