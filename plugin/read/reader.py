@@ -37,7 +37,7 @@ from .decode import (
     join_chunks,
 )
 from .rawfile import iter_bytes, read_whole
-from .shared import Slots
+from .shared import Buffer, Slots
 
 Progress = Optional[Callable[[float], None]]
 
@@ -109,6 +109,7 @@ def _read_chunked(path: str, progress: Progress, pool: _Helpers | None) -> Trace
     split = Split(iter_bytes(path, notes, progress), os.path.basename(path), notes)
     inflight: deque[tuple[Chunk | bytes, Future | Part | None, int | None]] = deque()
     held = b""  # chunks whose cut was not an event boundary, waiting to be joined
+    local = Buffer()  # what this process decodes itself is written here
 
     def settle(chunk: Chunk | bytes, result: Future | Part | None, slot: int | None) -> None:
         nonlocal held
@@ -135,12 +136,12 @@ def _read_chunked(path: str, progress: Progress, pool: _Helpers | None) -> Trace
                 else pool.executor.submit(build_remote, chunk.data())
             inflight.append((chunk, future, slot))
         else:
-            chunk = chunk.data()
-            inflight.append((chunk, build_local(chunk), None))
+            inflight.append((chunk, build_local(local.holding(chunk)), None))
         while inflight and (len(inflight) > HELPER_QUEUE + 1 or _settled(inflight[0][1])):
             settle(*inflight.popleft())
     while inflight:
         settle(*inflight.popleft())
+    local.close()
     tail = join_chunks(held, b"[" + split.tail)[1:] if held else split.tail
     events, top = decode_tail(split, tail)
     builder.add(events)
