@@ -119,10 +119,15 @@ def op_nodes(trace: Trace, tree: HostTree, links: Links, tc_kernel: np.ndarray) 
 
     def subtree(raw: np.ndarray) -> np.ndarray:
         cum = np.concatenate(([0], np.cumsum(raw)))
-        return cum[tree.subtree_end] - cum[np.arange(n)]
+        return cum[tree.subtree_end] - cum[:n]
+
+    merged = np.flatnonzero(~alive)  # few: only same-name chains collapse
 
     def to_rep(raw: np.ndarray) -> np.ndarray:
-        return sum_to(rep, raw, n)
+        """``sum_to(rep, raw, n)``: a merged node's time moves to its representative."""
+        out = np.where(alive, raw, 0)
+        np.add.at(out, rep[merged], raw[merged])
+        return out
 
     return OpNodes(alive=alive, rep=rep, host_total=dur, host_self=dur - child_ns,
                    device_self=to_rep(dev_raw), device_total=subtree(dev_raw),
@@ -136,6 +141,14 @@ def launch_owners(trace: Trace, tree: HostTree, links: Links) -> tuple[np.ndarra
     a runtime call without an id whose nearest enclosing host event is a user range, python
     frame or step belongs to that range (Triton kernels launched from Python). Calls without
     an id under an op, and calls enclosed by no host event, belong to no node."""
+    owner_pos = launch_owner_pos(trace, tree, links)
+    ok = owner_pos >= 0
+    return links.launch_rows[ok], owner_pos[ok]
+
+
+def launch_owner_pos(trace: Trace, tree: HostTree, links: Links) -> np.ndarray:
+    """Per row of ``links.launch_rows``: the position of the node it belongs to (-1: none),
+    by the rule of :func:`launch_owners`."""
     launches = links.launch_rows
     owner = links.owner[launches]
     owner_pos = np.where(owner >= 0, tree.pos_of_row[np.maximum(owner, 0)], -1)
@@ -145,9 +158,7 @@ def launch_owners(trace: Trace, tree: HostTree, links: Links) -> tuple[np.ndarra
     encl_op = encl >= 0
     encl_op[encl_op] = trace.kind[tree.rows[encl[encl_op]]] == Kind.HOST_OP
     by_time = (owner_pos < 0) & (encl >= 0) & ~encl_op
-    owner_pos = np.where(by_time, encl, owner_pos)
-    ok = owner_pos >= 0
-    return launches[ok], owner_pos[ok]
+    return np.where(by_time, encl, owner_pos)
 
 
 @dataclass
@@ -173,8 +184,8 @@ def device_accounts(trace: Trace, tree: HostTree, links: Links,
     """Account for every device activity's time: operator rows, range rows, or a note."""
     acts = links.activity_rows
     orphan = acts[links.launcher[acts] < 0]
-    owned, _ = launch_owners(trace, tree, links)
-    free = np.setdiff1d(links.launch_rows, owned)
+    # launch_rows are sorted and distinct: the rows that belong to no node, in order
+    free = links.launch_rows[launch_owner_pos(trace, tree, links) < 0]
     free = free[links.device_count[free] > 0]
     ops = table_mask(trace, tree, nodes)
     ranges = range_mask(trace, tree, nodes)
