@@ -124,18 +124,21 @@ def phase_intervals(trace: Trace, tree: HostTree, steps: Steps,
     rows = tree.rows
     kind = trace.kind[rows]
     work = np.isin(kind, _WORK)
-    names = trace.strings
-    marks = np.array([phase_of_name(s) or "" for s in names], dtype=object)
-    phase_name = marks[trace.name[rows]] if len(names) else np.zeros(0, dtype=object)
+    # per string: index in PHASE_PRIORITY of the phase its name marks (-1: none); per
+    # position: that of a user range's name (small ints: no object array per event)
+    code = np.array([PHASE_PRIORITY.index(ph) if ph in PHASE_PRIORITY else -1
+                     for ph in map(phase_of_name, trace.strings)], dtype=np.int8)
     user = kind == Kind.USER_RANGE
+    phase_code = np.full(len(rows), -1, dtype=np.int8)
+    phase_code[user] = code[trace.name[rows[user]]]
     # the file's own intervals: a range the tree clipped (it overlaps a python frame without
     # nesting, common with with_stack=True) still covers its whole span
     s = trace.start[rows]
     e = s + trace.dur[rows]
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     marked: dict[str, bool] = {}
-    for ph in PHASE_PRIORITY:
-        m = user & (phase_name == ph)
+    for k, ph in enumerate(PHASE_PRIORITY):
+        m = phase_code == k
         marked[ph] = bool(m.any())
         if not marked[ph]:
             m = _inferred(trace, tree, steps, ph, work, main)
