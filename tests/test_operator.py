@@ -317,6 +317,24 @@ def test_tree_helpers_use_pointer_doubling():
     assert T.collapse_same_name(parent, is_op, name).tolist() == [0, 1, 1, 3, 4, 4]
 
 
+def test_within_equals_pointer_doubling_on_random_trees_with_partial_overlaps():
+    rng = np.random.default_rng(3)
+    clipped = 0
+    for _ in range(200):
+        events = []
+        for k in range(int(rng.integers(1, 30))):
+            t0, dur = int(rng.integers(0, 100)), int(rng.integers(0, 40))
+            tid = int(rng.integers(1, 3))
+            events.append(op(f"aten::o{k % 4}", t0, dur, tid=tid) if rng.random() < 0.7
+                          else runtime("cudaLaunchKernel", t0, dur, corr=k, tid=tid))
+        tree = T.build_tree(build(events))
+        clipped += tree.clipped
+        for density in (0.05, 0.3, 1.0):
+            flag = rng.random(len(tree)) < density
+            assert (tree.within(flag) == T.any_ancestor_or_self(tree.parent, flag)).all()
+    assert clipped  # the partial overlaps (stack fallback) were among them
+
+
 @pytest.mark.parametrize("n", [0, 1, 7, 5000])
 @pytest.mark.parametrize("hi", [3, 60, 10**8])  # small ranges are counted, wide ones sorted
 def test_group_ids_equals_unique_rows(n, hi):

@@ -36,7 +36,6 @@ from ..taxonomy import (
 )
 from .breakdown import name_mask
 from .intervals import covered, difference, union
-from .tree import any_ancestor_or_self
 
 #: Process group of collectives whose trace names none.
 DEFAULT_GROUP = "default"
@@ -154,7 +153,7 @@ def host_collective_rows(trace, tree) -> np.ndarray:
     if not len(rows):
         coll = host & name_mask(trace, COLLECTIVE_OP_NAME)
         flag = coll[tree.rows]
-        anc = any_ancestor_or_self(tree.parent, flag)
+        anc = tree.within(flag)
         inside = np.where(tree.parent >= 0, anc[np.maximum(tree.parent, 0)], False)
         rows = tree.rows[flag & ~inside]
     return rows[np.argsort(trace.start[rows], kind="stable")]

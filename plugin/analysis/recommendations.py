@@ -26,7 +26,7 @@ from .breakdown import name_mask
 from .gpu_metrics import GpuSummary
 from .links import Links
 from .memory import MemoryAnalysis
-from .tree import HostTree, any_ancestor_or_self
+from .tree import HostTree
 
 #: Thresholds of the rules, in percent unless said otherwise.
 DATALOADER_SHARE = 5.0
@@ -169,8 +169,7 @@ def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarr
         f.short_kernel_time_share = 100 * int(kdur[short].sum()) / ktotal if ktotal else 0.0
 
         # kernels launched from a tensor-core-eligible op (or one of its callers)
-        eligible = any_ancestor_or_self(tree.parent,
-                                        name_mask(trace, TENSOR_CORE_ELIGIBLE_OP)[tree.rows])
+        eligible = tree.within(name_mask(trace, TENSOR_CORE_ELIGIBLE_OP)[tree.rows])
         from_eligible = tree.flag_at_rows(eligible, links.launching_op(kernels))
         if ktotal:
             f.tc_eligible_share = 100 * int(kdur[from_eligible].sum()) / ktotal

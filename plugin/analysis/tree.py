@@ -57,6 +57,24 @@ class HostTree:
         o = np.maximum(outer, 0)
         return ok & (o <= inner) & (inner < self.subtree_end[o])
 
+    def within(self, flag: np.ndarray) -> np.ndarray:
+        """Per position: ``flag`` holds for it or for one of its ancestors (the result of
+        :func:`any_ancestor_or_self` on ``parent``, from the pre-order ranges: O(n)).
+
+        The flagged ranges ``[p, subtree_end[p])`` nest or are disjoint; the outermost ones
+        are disjoint, so one int8 +1/-1 per range and a cumsum mark them."""
+        n = len(self.rows)
+        m = np.flatnonzero(flag)
+        if not len(m):
+            return np.zeros(n, dtype=bool)
+        e = self.subtree_end[m]
+        outer = np.ones(len(m), dtype=bool)
+        outer[1:] = m[1:] >= np.maximum.accumulate(e)[:-1]
+        delta = np.zeros(n + 1, dtype=np.int8)
+        delta[m[outer]] = 1
+        delta[e[outer]] -= 1  # distinct ends (disjoint ranges); may cancel a next start
+        return np.cumsum(delta[:n], dtype=np.int8).view(bool)
+
     def depth(self) -> np.ndarray:
         """Number of ancestors of each position (int64), from the pre-order ranges: O(n)."""
         n = len(self.rows)
