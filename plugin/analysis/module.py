@@ -258,9 +258,11 @@ def intern_paths(sel: np.ndarray, parent: np.ndarray, depth: np.ndarray,
         e = np.zeros(0, dtype=np.int64)
         return path, e, e, e
     d = depth[sel]
-    o = np.argsort(d, kind="stable")
+    top = int(d.max())
+    # stable sort by level: a radix sort when the levels fit in int16 (the usual case)
+    o = np.argsort(d.astype(np.int16) if top < 2**15 else d, kind="stable")
     order = sel[o]
-    bounds = np.searchsorted(d[o], np.arange(int(d.max()) + 2))
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(d, minlength=top + 1))))
     pp, pk, pd = [], [], []
     count = 0
     for lvl, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):

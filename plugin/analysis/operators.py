@@ -60,24 +60,31 @@ def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = len(cols[0])
     ids = np.zeros(n, dtype=np.int64)
     first = np.zeros(0, dtype=np.int64)
+    groups = 1  # ids are dense: 0 .. groups - 1
     for col in cols:
         if not n:
             break
-        col = col.astype(np.int64)
         lo = int(col.min())
         span = int(col.max()) - lo + 1
-        key = ids * span + (col - lo)
-        size = (int(ids.max()) + 1) * span
+        key = col.astype(np.int64)
+        key -= lo
+        if groups > 1:
+            key += ids * span
+        size = groups * span
         if size <= 4 * n + (1 << 20):
-            present = np.zeros(size, dtype=np.int8)
-            present[key] = 1
-            dense = np.cumsum(present, dtype=np.int64) - 1
-            ids = dense[key]
-            first = np.empty(int(dense[-1]) + 1, dtype=np.int64)
+            # rank of each present key among the present keys, in one array of ``size``
+            rank = np.zeros(size, dtype=np.int64)
+            rank[key] = 1
+            present = np.flatnonzero(rank)
+            rank[present] = np.arange(len(present))
+            ids = rank[key]
+            del rank
+            first = np.empty(len(present), dtype=np.int64)
             first[ids] = np.arange(n)  # some row of each group (any will do: they agree)
         else:
             _, first, ids = np.unique(key, return_index=True, return_inverse=True)
             ids = ids.reshape(-1).astype(np.int64)
+        groups = len(first)
     return first, ids
 
 

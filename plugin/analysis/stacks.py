@@ -76,10 +76,9 @@ def flame(trace: Trace, tree: HostTree, links: Links) -> Flame:
     dev_self = np.where(frame, links.device_ns[rows], 0)
     cum_h = np.concatenate(([0], np.cumsum(host_self)))
     cum_d = np.concatenate(([0], np.cumsum(dev_self)))
-    pos = np.arange(n)
-    host_total = cum_h[tree.subtree_end] - cum_h[pos]
-    dev_total = cum_d[tree.subtree_end] - cum_d[pos]
-    del cum_h, cum_d, pos, dur, kid  # per-node temporaries: freed before the next ones
+    host_total = cum_h[tree.subtree_end] - cum_h[:n]
+    dev_total = cum_d[tree.subtree_end] - cum_d[:n]
+    del cum_h, cum_d, dur, kid  # per-node temporaries: freed before the next ones
     deep = frame & (depth >= MAX_DEPTH)
     folded = int(deep.sum())
     if folded:
