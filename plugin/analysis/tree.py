@@ -109,7 +109,7 @@ def build_tree(trace: Trace, rows: np.ndarray | None = None) -> HostTree:
     s = trace.start[rows]
     e = s + trace.dur[rows]
     is_rt = trace.kind[rows] == Kind.RUNTIME
-    order = np.lexsort((rows, is_rt, -e, s, th))
+    order = _tree_order(rows, th, s, e, is_rt)
     rows, th, s, e = rows[order], th[order], s[order], e[order]
     n = len(rows)
     parent = np.full(n, -1, dtype=np.int64)
@@ -127,6 +127,28 @@ def build_tree(trace: Trace, rows: np.ndarray | None = None) -> HostTree:
     pos_of_row[rows] = np.arange(n)
     return HostTree(rows=rows, start=s, end=e, parent=parent, subtree_end=sub_end,
                     pos_of_row=pos_of_row, clipped=clipped)
+
+
+def _tree_order(rows: np.ndarray, th: np.ndarray, s: np.ndarray, e: np.ndarray,
+                is_rt: np.ndarray) -> np.ndarray:
+    """``np.lexsort((rows, is_rt, -e, s, th))``: by thread, start, end descending, host
+    before runtime, row. One stable sort of ``(thread, start)`` packed in an int64 (when it
+    fits: ns starts are >= 0); only the rare runs of equal ``(thread, start)`` are sorted by
+    the other keys."""
+    n = len(rows)
+    if not n or int(s.min()) < 0 or (int(th.max()) + 1) * (int(s.max()) + 1) >= 2**62:
+        return np.lexsort((rows, is_rt, -e, s, th))
+    key = th.astype(np.int64) * (int(s.max()) + 1) + s
+    order = np.argsort(key, kind="stable")
+    k = key[order]
+    tie = np.zeros(n, dtype=bool)
+    tie[1:] = k[1:] == k[:-1]
+    tie[:-1] |= tie[1:]
+    d = np.flatnonzero(tie)
+    if len(d):
+        sub = order[d]
+        order[d] = sub[np.lexsort((rows[sub], is_rt[sub], -e[sub], k[d]))]
+    return order
 
 
 def nest(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
