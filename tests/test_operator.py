@@ -317,6 +317,20 @@ def test_tree_helpers_use_pointer_doubling():
     assert T.collapse_same_name(parent, is_op, name).tolist() == [0, 1, 1, 3, 4, 4]
 
 
+@pytest.mark.parametrize("big", [False, True])  # True: the packed key would not fit
+def test_tree_order_equals_the_five_key_lexsort(big):
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(0, 60))
+        rows = rng.permutation(1000)[:n]  # distinct, not sorted
+        th = rng.integers(0, 3, n).astype(np.int32)
+        s = rng.integers(0, 2**61 if big else 20, n)
+        e = s + rng.integers(0, 5, n)
+        is_rt = rng.random(n) < 0.3
+        want = np.lexsort((rows, is_rt, -e, s, th))
+        assert T._tree_order(rows, th, s, e, is_rt).tolist() == want.tolist()
+
+
 def test_within_equals_pointer_doubling_on_random_trees_with_partial_overlaps():
     rng = np.random.default_rng(3)
     clipped = 0
