@@ -239,8 +239,8 @@ def marked_depth(tree: HostTree, marked: np.ndarray) -> np.ndarray:
     n = len(tree)
     m = np.flatnonzero(marked)
     opened = np.bincount(m + 1, minlength=n + 1)
-    closed = np.bincount(tree.subtree_end[m], minlength=n + 1)
-    return np.cumsum(opened - closed)[:n]
+    opened -= np.bincount(tree.subtree_end[m], minlength=n + 1)
+    return np.cumsum(opened, out=opened)[:n]
 
 
 def intern_paths(sel: np.ndarray, parent: np.ndarray, depth: np.ndarray,

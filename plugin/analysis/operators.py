@@ -92,7 +92,8 @@ def sum_to(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """``out[k] = sum(values[index == k])`` as int64 (float sums exact below 2**53 ns)."""
     if not len(index):
         return np.zeros(n, dtype=np.int64)
-    return np.rint(np.bincount(index, weights=values, minlength=n)).astype(np.int64)
+    out = np.bincount(index, weights=values, minlength=n)
+    return np.rint(out, out=out).astype(np.int64)
 
 
 def op_nodes(trace: Trace, tree: HostTree, links: Links, tc_kernel: np.ndarray) -> OpNodes:
@@ -124,10 +125,6 @@ def op_nodes(trace: Trace, tree: HostTree, links: Links, tc_kernel: np.ndarray) 
     tc_rt = sum_to(links.launcher[acts], trace.dur[acts], len(trace))
     tc_raw = sum_to(owner_pos, tc_rt[launches], n)
 
-    def subtree(raw: np.ndarray) -> np.ndarray:
-        cum = np.concatenate(([0], np.cumsum(raw)))
-        return cum[tree.subtree_end] - cum[:n]
-
     merged = np.flatnonzero(~alive)  # few: only same-name chains collapse
 
     def to_rep(raw: np.ndarray) -> np.ndarray:
@@ -137,8 +134,8 @@ def op_nodes(trace: Trace, tree: HostTree, links: Links, tc_kernel: np.ndarray) 
         return out
 
     return OpNodes(alive=alive, rep=rep, host_total=dur, host_self=dur - child_ns,
-                   device_self=to_rep(dev_raw), device_total=subtree(dev_raw),
-                   tc_self=to_rep(tc_raw), tc_total=subtree(tc_raw))
+                   device_self=to_rep(dev_raw), device_total=tree.subtree_sum(dev_raw),
+                   tc_self=to_rep(tc_raw), tc_total=tree.subtree_sum(tc_raw))
 
 
 def launch_owners(trace: Trace, tree: HostTree, links: Links) -> tuple[np.ndarray, np.ndarray]:

@@ -74,11 +74,9 @@ def flame(trace: Trace, tree: HostTree, links: Links) -> Flame:
     kid = sel[parent[sel] >= 0]
     host_self = np.where(frame, dur - sum_to(parent[kid], dur[kid], n), 0)
     dev_self = np.where(frame, links.device_ns[rows], 0)
-    cum_h = np.concatenate(([0], np.cumsum(host_self)))
-    cum_d = np.concatenate(([0], np.cumsum(dev_self)))
-    host_total = cum_h[tree.subtree_end] - cum_h[:n]
-    dev_total = cum_d[tree.subtree_end] - cum_d[:n]
-    del cum_h, cum_d, dur, kid  # per-node temporaries: freed before the next ones
+    host_total = tree.subtree_sum(host_self)
+    dev_total = tree.subtree_sum(dev_self)
+    del dur, kid  # per-node temporaries: freed before the next ones
     deep = frame & (depth >= MAX_DEPTH)
     folded = int(deep.sum())
     if folded:

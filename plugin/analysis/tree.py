@@ -79,8 +79,18 @@ class HostTree:
         """Number of ancestors of each position (int64), from the pre-order ranges: O(n)."""
         n = len(self.rows)
         opened = np.bincount(np.arange(1, n + 1), minlength=n + 1)
-        closed = np.bincount(self.subtree_end, minlength=n + 1)
-        return np.cumsum(opened - closed)[:n]
+        opened -= np.bincount(self.subtree_end, minlength=n + 1)
+        return np.cumsum(opened, out=opened)[:n]
+
+    def subtree_sum(self, raw: np.ndarray) -> np.ndarray:
+        """Per position: the sum of the int64 ``raw`` over its subtree, itself included
+        (prefix sums over the pre-order ranges; two arrays of n, no other temporaries)."""
+        n = len(self.rows)
+        cum = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(raw, out=cum[1:])
+        out = cum[self.subtree_end]
+        out -= cum[:n]
+        return out
 
     def check(self) -> None:
         """Children lie inside their parents; subtrees are contiguous."""
