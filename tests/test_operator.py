@@ -331,7 +331,7 @@ def test_tree_order_equals_the_five_key_lexsort(big):
         assert T._tree_order(rows, th, s, e, is_rt).tolist() == want.tolist()
 
 
-def test_within_equals_pointer_doubling_on_random_trees_with_partial_overlaps():
+def test_within_and_nearest_marked_at_equal_pointer_doubling_on_random_trees():
     rng = np.random.default_rng(3)
     clipped = 0
     for _ in range(200):
@@ -346,6 +346,9 @@ def test_within_equals_pointer_doubling_on_random_trees_with_partial_overlaps():
         for density in (0.05, 0.3, 1.0):
             flag = rng.random(len(tree)) < density
             assert (tree.within(flag) == T.any_ancestor_or_self(tree.parent, flag)).all()
+            pos = rng.integers(-1, len(tree), 10)
+            want = np.where(pos >= 0, T.nearest_marked_ancestor(tree.parent, flag)[pos], -1)
+            assert T.nearest_marked_ancestor_at(tree.parent, flag, pos).tolist() == want.tolist()
     assert clipped  # the partial overlaps (stack fallback) were among them
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..model import Trace
 from ..taxonomy import DEVICE_ACTIVITY_KINDS, HOST_KINDS, Kind
-from .tree import HostTree, nearest_marked_ancestor
+from .tree import HostTree, nearest_marked_ancestor, nearest_marked_ancestor_at
 
 
 @dataclass
@@ -164,7 +164,7 @@ def attach_by_time(trace: Trace, links: Links, tree: HostTree) -> Links:
     valid = tree.contains(own_pos, pos) & ~skipped
     # nearest enclosing host event (a runtime call may nest in another: not an owner)
     host = trace.kind[tree.rows] != Kind.RUNTIME
-    parent = nearest_marked_ancestor(tree.parent, host)[pos]
+    parent = nearest_marked_ancestor_at(tree.parent, host, pos)
     by_time = np.where(inner_op >= 0, inner_op, parent)
     redo = ~valid & (trace.external_id[rts] > 0) & (by_time >= 0)
     owner = links.owner.copy()

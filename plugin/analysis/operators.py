@@ -27,7 +27,12 @@ from ..model import Trace
 from ..taxonomy import LAUNCH_CALL_NAME, OPERATOR_EXCLUDED_NAME, Kind
 from .breakdown import name_mask
 from .links import Links
-from .tree import HostTree, collapse_same_name, nearest_marked_ancestor
+from .tree import (
+    HostTree,
+    collapse_same_name,
+    nearest_marked_ancestor,
+    nearest_marked_ancestor_at,
+)
 
 GROUP_BY = ("Operation", "OperationAndInputShape")
 
@@ -44,6 +49,7 @@ class OpNodes:
     device_total: np.ndarray
     tc_self: np.ndarray
     tc_total: np.ndarray
+    table: np.ndarray  # operator-table rows (SPEC §2.4.5): alive ops, excluded names left out
 
     def check(self) -> None:
         a = self.alive
@@ -133,9 +139,10 @@ def op_nodes(trace: Trace, tree: HostTree, links: Links, tc_kernel: np.ndarray) 
         np.add.at(out, rep[merged], raw[merged])
         return out
 
+    table = alive & is_op & ~name_mask(trace, OPERATOR_EXCLUDED_NAME)[rows]
     return OpNodes(alive=alive, rep=rep, host_total=dur, host_self=dur - child_ns,
                    device_self=to_rep(dev_raw), device_total=tree.subtree_sum(dev_raw),
-                   tc_self=to_rep(tc_raw), tc_total=tree.subtree_sum(tc_raw))
+                   tc_self=to_rep(tc_raw), tc_total=tree.subtree_sum(tc_raw), table=table)
 
 
 def launch_owners(trace: Trace, tree: HostTree, links: Links) -> tuple[np.ndarray, np.ndarray]:
@@ -158,7 +165,7 @@ def launch_owner_pos(trace: Trace, tree: HostTree, links: Links) -> np.ndarray:
     owner_pos = np.where(owner >= 0, tree.pos_of_row[np.maximum(owner, 0)], -1)
     host = trace.kind[tree.rows] != Kind.RUNTIME
     pos = tree.pos_of_row[launches]
-    encl = np.where(pos >= 0, nearest_marked_ancestor(tree.parent, host)[np.maximum(pos, 0)], -1)
+    encl = nearest_marked_ancestor_at(tree.parent, host, pos)
     encl_op = encl >= 0
     encl_op[encl_op] = trace.kind[tree.rows[encl[encl_op]]] == Kind.HOST_OP
     by_time = (owner_pos < 0) & (encl >= 0) & ~encl_op
@@ -280,10 +287,9 @@ def call_stacks(trace: Trace, tree: HostTree) -> tuple[np.ndarray, list[str]]:
 
 
 def table_mask(trace: Trace, tree: HostTree, nodes: OpNodes) -> np.ndarray:
-    """Positions that are operator-table rows (SPEC §2.4.5)."""
-    rows = tree.rows
-    excluded = name_mask(trace, OPERATOR_EXCLUDED_NAME)[rows]
-    return nodes.alive & (trace.kind[rows] == Kind.HOST_OP) & ~excluded
+    """Positions that are operator-table rows (SPEC §2.4.5); computed once by
+    :func:`op_nodes` (do not mutate)."""
+    return nodes.table
 
 
 def range_mask(trace: Trace, tree: HostTree, nodes: OpNodes) -> np.ndarray:

@@ -279,6 +279,20 @@ def nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarra
         nxt[live] = nxt[nxt[live]]
 
 
+def nearest_marked_ancestor_at(parent: np.ndarray, marked: np.ndarray,
+                               pos: np.ndarray) -> np.ndarray:
+    """``nearest_marked_ancestor(parent, marked)[pos]`` for the positions ``pos`` only (-1
+    for ``pos`` -1), climbing one level per pass: for short unmarked chains (the host
+    event enclosing a runtime call, above at most a few nested runtime calls)."""
+    out = np.where(pos >= 0, parent[np.maximum(pos, 0)], -1)
+    live = np.flatnonzero(out >= 0)
+    while len(live):
+        live = live[~marked[out[live]]]
+        out[live] = parent[out[live]]
+        live = live[out[live] >= 0]
+    return out
+
+
 def collapse_same_name(parent: np.ndarray, is_op: np.ndarray, name: np.ndarray) -> np.ndarray:
     """Same-name collapse (SPEC §2.4.2): representative position of each position.
 
