@@ -293,6 +293,21 @@ def test_vectorised_nesting_equals_the_stack_reference_on_random_intervals():
         assert (p1 == p2).all() and (e1 == e2).all() and c1 == int(c2.sum())
 
 
+def test_laminar_parents_is_the_last_earlier_event_one_level_up_even_on_overlaps():
+    # the rule the callers verify against (partial overlaps included): for an event of
+    # positive length, the last earlier one with one ancestor fewer
+    rng = np.random.default_rng(9)
+    for _ in range(500):
+        n = int(rng.integers(1, 30))
+        s = rng.integers(0, 40, n)
+        e = s + rng.integers(1, 25, n)
+        s, e = _sorted(s, e)
+        depth = [sum(e[j] > s[i] for j in range(i)) for i in range(n)]
+        want = [max((j for j in range(i) if depth[j] == depth[i] - 1), default=-1)
+                for i in range(n)]
+        assert T._laminar_parents(s, e).tolist() == want
+
+
 def test_nesting_follows_torch_rule_for_touching_and_zero_length_events():
     s = np.array([0, 0, 5, 10, 10])
     e = np.array([10, 5, 5, 10, 12])

@@ -203,15 +203,24 @@ def _laminar_parents(s: np.ndarray, e: np.ndarray) -> np.ndarray:
     sorted_e = np.sort(E)
     idx = np.arange(m, dtype=np.int64)
     depth = idx - np.searchsorted(sorted_e, S, side="right")
-    keys = np.sort(depth * m + idx)
-    q = (depth - 1) * m + idx
-    p = np.searchsorted(keys, q, side="left") - 1
-    pk = keys[np.maximum(p, 0)]
-    ok = (depth > 0) & (p >= 0) & (pk // m == depth - 1)
-    parent[nz[ok]] = nz[pk[ok] % m]
+    # parent: the last event before with one ancestor fewer. Depth rises by at most one per
+    # event (starts are sorted), so that is the previous event when it sits one level up,
+    # else the parent of the previous event of the same level: a forward fill along each
+    # level (levels by a stable sort; values encoded per level so the running max restarts)
+    top = int(depth.max())
+    by_level = np.argsort(depth.astype(np.int16) if top < 2**15 else depth, kind="stable")
+    enc = depth * (m + 1) - 1  # per level: -1 = not known yet
+    up = np.flatnonzero(depth[:-1] == depth[1:] - 1) + 1
+    enc[up] += up  # level * (m + 1) + (up - 1)
+    filled = np.maximum.accumulate(enc[by_level])
+    par = np.empty(m, dtype=np.int64)
+    par[by_level] = filled - depth[by_level] * (m + 1)
+    ok = depth > 0
+    parent[nz[ok]] = nz[par[ok]]
     # zero-length events are leaves under the deepest event containing their instant
     z = np.flatnonzero(e <= s)
     if len(z):
+        keys = np.sort(depth * m + idx)
         t = s[z]
         last = np.searchsorted(S, t, side="right") - 1
         c = (last + 1) - np.searchsorted(sorted_e, t, side="right")
