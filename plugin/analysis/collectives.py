@@ -199,11 +199,13 @@ def _cpu_computation_and_communication(trace) -> tuple[tuple, tuple]:
         & name_mask(trace, COLLECTIVE_OP_NAME)
     work = (kind == Kind.HOST_OP) & ~coll
     start, end = trace.start, trace.end()
+    wrows, crows = np.flatnonzero(work), np.flatnonzero(coll)
+    wth, cth = trace.thread[wrows], trace.thread[crows]
     parts_s, parts_e = [], []
-    for t in np.unique(trace.thread[work]).tolist():
-        on = trace.thread == t
-        ws, we = union(start[work & on], end[work & on])
-        ms, me = union(start[coll & on], end[coll & on])
+    for t in np.unique(wth).tolist():
+        w, c = wrows[wth == t], crows[cth == t]  # rows of the thread, in row order
+        ws, we = union(start[w], end[w])
+        ms, me = union(start[c], end[c])
         ds, de = difference(ws, we, ms, me)
         parts_s.append(ds)
         parts_e.append(de)

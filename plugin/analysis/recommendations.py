@@ -127,8 +127,8 @@ def shorter_than_launch(trace: Trace, links: Links, kernels: np.ndarray) -> np.n
     rt = links.launcher[kernels]
     linked = rt >= 0
     per_call = np.zeros(len(kernels), dtype=np.int64)
-    calls, inv, count = np.unique(rt[linked], return_inverse=True, return_counts=True)
-    per_call[linked] = count[inv.reshape(-1)]
+    if linked.any():  # kernels per launching call (counted, not sorted)
+        per_call[linked] = np.bincount(rt[linked])[rt[linked]]
     launch_ns = trace.dur[np.maximum(rt, 0)]
     return linked & (trace.dur[kernels] * np.maximum(per_call, 1) < launch_ns)
 
@@ -139,9 +139,10 @@ def top_names(trace: Trace, rows: np.ndarray, ns: np.ndarray,
     first (ties by name). Example: rows named a, b, a with 1, 5, 2 ns -> ``[(b, 5), (a, 3)]``."""
     if not len(rows):
         return []
-    names, inv = np.unique(trace.name[rows], return_inverse=True)
-    sums = np.bincount(inv.reshape(-1), weights=ns, minlength=len(names)).astype(np.int64)
-    pairs = [(trace.strings[int(i)], int(v)) for i, v in zip(names.tolist(), sums.tolist()) if v > 0]
+    # summed per name id (ids are small: counted, not sorted); names in id order
+    sums = np.bincount(trace.name[rows], weights=ns).astype(np.int64)
+    names = np.flatnonzero(sums > 0)
+    pairs = [(trace.strings[int(i)], int(v)) for i, v in zip(names.tolist(), sums[names].tolist())]
     return sorted(pairs, key=lambda p: (-p[1], p[0]))[:n]
 
 
