@@ -18,6 +18,16 @@ import numpy as np
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` of a 1-D array, by a sort: numpy >= 2.3 hashes instead, which
+    is ~50x slower when most values are distinct (interval bounds, rows)."""
+    v = np.sort(values)
+    keep = np.empty(len(v), dtype=bool)
+    keep[:1] = True
+    np.not_equal(v[1:], v[:-1], out=keep[1:])
+    return v[keep]
+
+
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge intervals into sorted, disjoint, non-touching ones (empty intervals dropped)."""
     starts = np.asarray(starts, dtype=np.int64)
@@ -44,7 +54,7 @@ def difference(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarra
     """
     if not len(a_s) or not len(b_s):
         return a_s, a_e
-    points = np.unique(np.concatenate((a_s, a_e, b_s, b_e)))
+    points = sorted_unique(np.concatenate((a_s, a_e, b_s, b_e)))
     left, right = points[:-1], points[1:]
 
     def inside(s, e, p):

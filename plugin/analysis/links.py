@@ -23,6 +23,7 @@ import numpy as np
 
 from ..model import Trace
 from ..taxonomy import DEVICE_ACTIVITY_KINDS, HOST_KINDS, Kind
+from .intervals import sorted_unique
 from .tree import HostTree, nearest_marked_ancestor, nearest_marked_ancestor_at
 
 
@@ -121,7 +122,7 @@ def link(trace: Trace) -> Links:
     ops = np.flatnonzero((kind == Kind.HOST_OP) & (corr >= 0))
     if len(rest) and len(ops):
         launcher[rest] = _lookup(corr[ops], ops, corr[rest])
-        legacy = np.unique(launcher[rest][launcher[rest] >= 0])
+        legacy = sorted_unique(launcher[rest][launcher[rest] >= 0])
 
     # host events by External id; host ops win over ranges/steps that share an id
     host = np.flatnonzero(trace.mask(*HOST_KINDS) & (ext > 0))

@@ -24,6 +24,7 @@ from ..taxonomy import (
 )
 from .breakdown import name_mask
 from .gpu_metrics import GpuSummary
+from .intervals import sorted_unique
 from .links import Links
 from .memory import MemoryAnalysis
 from .tree import HostTree
@@ -182,12 +183,12 @@ def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarr
     f.rocm = any("Kernel time using Matrix Cores" in g.metrics for g in gpus)
     f.tc_known = f.rocm or any(g.compute_capability for g in gpus)
 
-    if len(np.unique(trace.device[kernels])) > 1:
+    if len(sorted_unique(trace.device[kernels])) > 1:
         markers = set()
         for pattern, kinds in ((DATA_PARALLEL_FRAME, (Kind.PYTHON, Kind.USER_RANGE)),
                                (DATA_PARALLEL_OP, (Kind.HOST_OP,))):
             hit = name_mask(trace, pattern, among=trace.mask(*kinds))
-            markers.update(trace.strings[i] for i in np.unique(trace.name[hit]).tolist())
+            markers.update(trace.strings[i] for i in sorted_unique(trace.name[hit]).tolist())
         f.data_parallel_markers = sorted(markers)
 
     for d in memory.devices if memory is not None else ():
