@@ -363,8 +363,25 @@ def test_within_and_nearest_marked_at_equal_pointer_doubling_on_random_trees():
             assert (tree.within(flag) == T.any_ancestor_or_self(tree.parent, flag)).all()
             pos = rng.integers(-1, len(tree), 10)
             want = np.where(pos >= 0, T.nearest_marked_ancestor(tree.parent, flag)[pos], -1)
-            assert T.nearest_marked_ancestor_at(tree.parent, flag, pos).tolist() == want.tolist()
+            for climb in (0, 1, 16):  # the table lookup after ``climb`` levels, or none
+                got = T.nearest_marked_ancestor_at(tree.parent, flag, pos, climb=climb)
+                assert got.tolist() == want.tolist()
     assert clipped  # the partial overlaps (stack fallback) were among them
+
+
+def test_link_lookup_by_table_equals_the_sorted_search():
+    from stepscope.analysis.links import _lookup
+
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        n, q = int(rng.integers(0, 40)), int(rng.integers(0, 40))
+        keys = rng.integers(0, 30, n)          # repeated ids: the first in order wins
+        rows = rng.permutation(1000)[:n]
+        queries = rng.integers(-3, 35, q)
+        want = [int(rows[np.flatnonzero(keys == k)[0]]) if (keys == k).any() else -1
+                for k in queries.tolist()]
+        assert _lookup(keys, rows, queries).tolist() == want                 # table
+        assert _lookup(keys + 2**40, rows, queries + 2**40).tolist() == want  # sort
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 5000])

@@ -288,17 +288,23 @@ def nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarra
         nxt[live] = nxt[nxt[live]]
 
 
-def nearest_marked_ancestor_at(parent: np.ndarray, marked: np.ndarray,
-                               pos: np.ndarray) -> np.ndarray:
+def nearest_marked_ancestor_at(parent: np.ndarray, marked: np.ndarray, pos: np.ndarray,
+                               climb: int = 16) -> np.ndarray:
     """``nearest_marked_ancestor(parent, marked)[pos]`` for the positions ``pos`` only (-1
-    for ``pos`` -1), climbing one level per pass: for short unmarked chains (the host
-    event enclosing a runtime call, above at most a few nested runtime calls)."""
+    for ``pos`` -1): climbs one level per pass from ``pos`` (the op or host event enclosing
+    a runtime call is mostly its parent); after ``climb`` passes the rest is looked up in
+    the full :func:`nearest_marked_ancestor` (long unmarked chains)."""
     out = np.where(pos >= 0, parent[np.maximum(pos, 0)], -1)
-    live = np.flatnonzero(out >= 0)
-    while len(live):
+    live = np.flatnonzero(out >= 0)  # out[live]: an ancestor not yet tested
+    for _ in range(climb):
         live = live[~marked[out[live]]]
+        if not len(live):
+            return out
         out[live] = parent[out[live]]
         live = live[out[live] >= 0]
+    if len(live):
+        at = out[live]
+        out[live] = np.where(marked[at], at, nearest_marked_ancestor(parent, marked)[at])
     return out
 
 
