@@ -253,10 +253,11 @@ def intern_paths(sel: np.ndarray, parent: np.ndarray, depth: np.ndarray,
     thread, say). Returns ``(path of each position (-1 outside sel), parent path of each
     path, key of each path, depth of each path)``; a parent path numbers below its children.
     """
-    path = np.full(len(parent), -1, dtype=np.int64)
+    # one spare slot at the end: path[-1] is the path of "no parent" (-1)
+    path = np.full(len(parent) + 1, -1, dtype=np.int64)
     if not len(sel):
         e = np.zeros(0, dtype=np.int64)
-        return path, e, e, e
+        return path[:-1], e, e, e
     d = depth[sel]
     top = int(d.max())
     # stable sort by level: a radix sort when the levels fit in int16 (the usual case)
@@ -267,7 +268,7 @@ def intern_paths(sel: np.ndarray, parent: np.ndarray, depth: np.ndarray,
     count = 0
     for lvl, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
         at = order[a:b]
-        par = np.where(parent[at] >= 0, path[np.maximum(parent[at], 0)], -1)
+        par = path[parent[at]]
         if lvl == 0 and root_key is not None:
             first, ids = group_ids(root_key[at], key[at])
         else:
@@ -277,7 +278,7 @@ def intern_paths(sel: np.ndarray, parent: np.ndarray, depth: np.ndarray,
         pk.append(key[at][first].astype(np.int64))
         pd.append(np.full(len(first), lvl, dtype=np.int64))
         count += len(first)
-    return path, np.concatenate(pp), np.concatenate(pk), np.concatenate(pd)
+    return path[:-1], np.concatenate(pp), np.concatenate(pk), np.concatenate(pd)
 
 
 def path_table(trace: Trace, tree: HostTree, nodes: OpNodes, marked: np.ndarray) -> PathTable:

@@ -65,17 +65,21 @@ def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (the usual case: interned names, shapes, stacks) is made dense by counting, not sorting."""
     n = len(cols[0])
     ids = np.zeros(n, dtype=np.int64)
-    first = np.zeros(0, dtype=np.int64)
+    if not n:
+        return np.zeros(0, dtype=np.int64), ids
+    first = None  # set by np.unique; else filled once, after the last column
     groups = 1  # ids are dense: 0 .. groups - 1
     for col in cols:
-        if not n:
-            break
         lo = int(col.min())
         span = int(col.max()) - lo + 1
+        if span == 1:
+            continue  # a constant column splits no group
         key = col.astype(np.int64)
-        key -= lo
+        if lo:
+            key -= lo
         if groups > 1:
-            key += ids * span
+            ids *= span  # ids is this function's own array
+            key += ids
         size = groups * span
         if size <= 4 * n + (1 << 20):
             # rank of each present key among the present keys, in one array of ``size``
@@ -85,12 +89,15 @@ def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             rank[present] = np.arange(len(present))
             ids = rank[key]
             del rank
-            first = np.empty(len(present), dtype=np.int64)
-            first[ids] = np.arange(n)  # some row of each group (any will do: they agree)
+            first = None
+            groups = len(present)
         else:
             _, first, ids = np.unique(key, return_index=True, return_inverse=True)
             ids = ids.reshape(-1).astype(np.int64)
-        groups = len(first)
+            groups = len(first)
+    if first is None:
+        first = np.empty(groups, dtype=np.int64)
+        first[ids] = np.arange(n)  # some row of each group (any will do: they agree)
     return first, ids
 
 

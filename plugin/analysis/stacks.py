@@ -26,7 +26,12 @@ from ..taxonomy import Kind
 from .links import Links
 from .module import intern_paths, marked_depth
 from .operators import sum_to
-from .tree import HostTree, any_ancestor_or_self, nearest_marked_ancestor
+from .tree import (
+    HostTree,
+    any_ancestor_or_self,
+    nearest_marked_ancestor,
+    nearest_marked_ancestor_at,
+)
 
 #: Frame levels kept below a thread root; deeper frames fold into their ancestor.
 MAX_DEPTH = 512
@@ -67,7 +72,8 @@ def flame(trace: Trace, tree: HostTree, links: Links) -> Flame:
     n = len(tree)
     rows = tree.rows
     frame = trace.kind[rows] != Kind.STEP
-    parent = nearest_marked_ancestor(tree.parent, frame)
+    # only the children of ProfilerStep windows climb: from every position, a few levels
+    parent = nearest_marked_ancestor_at(tree.parent, frame, np.arange(n))
     depth = marked_depth(tree, frame)
     dur = tree.end - tree.start
     sel = np.flatnonzero(frame)
