@@ -369,6 +369,21 @@ def test_within_and_nearest_marked_at_equal_pointer_doubling_on_random_trees():
     assert clipped  # the partial overlaps (stack fallback) were among them
 
 
+@pytest.mark.parametrize("groups", [1, 50, 2**15 + 3])  # sorted and reduced, or .at
+def test_group_min_max_equals_ufunc_at(groups):
+    from stepscope.analysis.operators import group_min_max
+
+    rng = np.random.default_rng(groups)
+    index = np.concatenate((np.arange(groups), rng.integers(0, groups, 3000)))  # none empty
+    values = rng.integers(0, 10**12, len(index))
+    lo = np.full(groups, np.iinfo(np.int64).max)
+    hi = np.zeros(groups, dtype=np.int64)
+    np.minimum.at(lo, index, values)
+    np.maximum.at(hi, index, values)
+    got_lo, got_hi = group_min_max(index, values, groups)
+    assert got_lo.tolist() == lo.tolist() and got_hi.tolist() == hi.tolist()
+
+
 def test_link_lookup_by_table_equals_the_sorted_search():
     from stepscope.analysis.links import _lookup
 

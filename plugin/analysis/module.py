@@ -40,7 +40,7 @@ from ..taxonomy import (
 from .breakdown import name_mask
 from .intervals import covered, union
 from .links import Links
-from .operators import OpNodes, group_ids, sum_to
+from .operators import OpNodes, group_ids, group_min_max, sum_to
 from .steps import Steps
 from .tree import HostTree, build_tree
 
@@ -298,15 +298,11 @@ def path_table(trace: Trace, tree: HostTree, nodes: OpNodes, marked: np.ndarray)
     kid = sub.parent >= 0
     child_ns = sum_to(path[sub.parent[kid]], dur[kid], m)
     total = sum_to(p, dur, m)
-    hmin = np.full(m, np.iinfo(np.int64).max)
-    hmax = np.zeros(m, dtype=np.int64)
-    np.minimum.at(hmin, p, dur)
-    np.maximum.at(hmax, p, dur)
+    hmin, hmax = group_min_max(p, dur, m)  # every path has a node; durations >= 0
     device = nodes.device_total[tree.pos_of_row[sub.rows]]
     return PathTable(name=pk, parent=pp, depth=pd, calls=np.bincount(p, minlength=m),
                      host_total=total, host_self=np.maximum(total - child_ns, 0),
-                     host_min=np.where(hmin == np.iinfo(np.int64).max, 0, hmin),
-                     host_max=hmax, device=sum_to(p, device, m))
+                     host_min=hmin, host_max=hmax, device=sum_to(p, device, m))
 
 
 def range_mask(trace: Trace, tree: HostTree) -> np.ndarray:

@@ -109,6 +109,23 @@ def sum_to(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     return np.rint(out, out=out).astype(np.int64)
 
 
+def group_min_max(index: np.ndarray, values: np.ndarray, n: int,
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """``(min, max)`` of the int64 ``values`` per group ``0 <= index < n``, every group
+    non-empty (the ids of :func:`group_ids`). Few groups: a radix sort by group and
+    ``reduceat`` (``np.minimum.at`` stalls when a group repeats row after row); else ``.at``."""
+    if n < 2**15:
+        v = values[np.argsort(index.astype(np.int16), kind="stable")]
+        starts = np.zeros(n, dtype=np.int64)
+        np.cumsum(np.bincount(index, minlength=n)[:-1], out=starts[1:])
+        return np.minimum.reduceat(v, starts), np.maximum.reduceat(v, starts)
+    lo = np.full(n, np.iinfo(np.int64).max)
+    hi = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(lo, index, values)
+    np.maximum.at(hi, index, values)
+    return lo, hi
+
+
 def op_nodes(trace: Trace, tree: HostTree, links: Links, tc_kernel: np.ndarray) -> OpNodes:
     """Host/device self and total time of every host-tree node (vectorised)."""
     n = len(tree)
