@@ -141,7 +141,7 @@ def phase_intervals(trace: Trace, tree: HostTree, steps: Steps,
         m = phase_code == k
         marked[ph] = bool(m.any())
         if not marked[ph]:
-            m = _inferred(trace, tree, steps, ph, work, main)
+            m = _inferred(trace, tree, steps, ph, work, main, s, e)
         if isinstance(m, tuple):
             out[ph] = union(*m)
         else:
@@ -150,8 +150,9 @@ def phase_intervals(trace: Trace, tree: HostTree, steps: Steps,
 
 
 def _inferred(trace: Trace, tree: HostTree, steps: Steps, phase: str, work: np.ndarray,
-              main: int):
-    """Mask of tree positions (or ``(starts, ends)``) of an unmarked phase."""
+              main: int, start: np.ndarray, end: np.ndarray):
+    """Mask of tree positions (or ``(starts, ends)``) of an unmarked phase; ``start``,
+    ``end``: the file's times of each position (ns)."""
     rows = tree.rows
     if phase == "DataLoader":
         return work & (trace.kind[rows] != Kind.PYTHON) & name_mask(trace, DATALOADER_NAME)[rows]
@@ -161,7 +162,6 @@ def _inferred(trace: Trace, tree: HostTree, steps: Steps, phase: str, work: np.n
         return work & (trace.thread[rows] == main)
     # Backward: autograd ops anywhere, plus per step the whole span of work on autograd threads
     ops = work & name_mask(trace, AUTOGRAD_FUNCTION_NAME)[rows]
-    start, end = trace.start[rows], trace.start[rows] + trace.dur[rows]
     s, e = start[ops], end[ops]
     th = trace.thread[rows]
     top = work & (tree.parent < 0) & (th != main)

@@ -318,12 +318,11 @@ def collapse_same_name(parent: np.ndarray, is_op: np.ndarray, name: np.ndarray) 
     """
     n = len(parent)
     rep = np.arange(n, dtype=np.int64)
-    has = (parent >= 0) & is_op
-    has[has] &= is_op[parent[has]]
-    op_children = np.bincount(parent[(parent >= 0) & is_op], minlength=n)
-    merge = has.copy()
-    merge[has] &= (name[has] == name[parent[has]]) & (op_children[parent[has]] == 1)
-    rep[merge] = parent[merge]
+    kids = np.flatnonzero((parent >= 0) & is_op)  # ops with a parent
+    up = parent[kids]
+    op_children = np.bincount(up, minlength=n)
+    merge = is_op[up] & (name[kids] == name[up]) & (op_children[up] == 1)
+    rep[kids[merge]] = up[merge]
     while True:
         nxt = rep[rep]
         if (nxt == rep).all():
