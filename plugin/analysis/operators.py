@@ -150,10 +150,13 @@ def op_nodes(trace: Trace, tree: HostTree, links: Links, tc_kernel: np.ndarray) 
     child_ns = sum_to(rep[tree.parent[kid]], dur[kid], n)
 
     # tensor-core device time per launch
+    # (each tensor-core kernel straight to its launch's owner: launches are sorted and
+    # distinct; integer ns sum exactly, so this equals summing per launch first)
     acts = links.activity_rows[tc_kernel[links.activity_rows]]
-    acts = acts[links.launcher[acts] >= 0]
-    tc_rt = sum_to(links.launcher[acts], trace.dur[acts], len(trace))
-    tc_raw = sum_to(owner_pos, tc_rt[launches], n)
+    by = links.launcher[acts]
+    at = np.minimum(np.searchsorted(launches, by), max(len(launches) - 1, 0))
+    hit = (by >= 0) & (launches[at] == by) if len(launches) else np.zeros(len(acts), bool)
+    tc_raw = sum_to(owner_pos[at[hit]], trace.dur[acts[hit]], n)
 
     merged = np.flatnonzero(~alive)  # few: only same-name chains collapse
 
