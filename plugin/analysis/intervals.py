@@ -33,11 +33,12 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     keep = ends > starts
-    s, e = starts[keep], ends[keep]
+    s, e = (starts, ends) if keep.all() else (starts[keep], ends[keep])  # read, not written
     if not len(s):
         return _EMPTY, _EMPTY
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
+    if not (s[1:] >= s[:-1]).all():  # often sorted already (one stream, one thread)
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
     run = np.maximum.accumulate(e)
     new = np.ones(len(s), dtype=bool)
     new[1:] = s[1:] > run[:-1]
