@@ -20,7 +20,7 @@ from tracebuild import (
 )
 
 from stepscope.analysis import analyze
-from stepscope.analysis.intervals import covered, union
+from stepscope.analysis.intervals import covered, sorted_unique, union
 from stepscope.taxonomy import Kind
 from stepscope.units import div_round, pct, us
 from stepscope.views import build_views
@@ -170,6 +170,15 @@ def test_shared_nccl_kernels_land_in_communication(key):
 
 
 # --- interval arithmetic and rounding helpers ---------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_sorted_unique_equals_np_unique(dtype):
+    rng = np.random.default_rng(2)
+    for n, hi in ((0, 5), (1, 5), (1000, 3), (1000, 10**9)):
+        v = rng.integers(-2, hi, n).astype(dtype)
+        got, want = sorted_unique(v), np.unique(v)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
 
 
 def test_union_and_coverage_in_windows():

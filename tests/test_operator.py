@@ -293,6 +293,21 @@ def test_vectorised_nesting_equals_the_stack_reference_on_random_intervals():
         assert (p1 == p2).all() and (e1 == e2).all() and c1 == int(c2.sum())
 
 
+def test_laminar_parents_is_the_last_earlier_event_one_level_up_even_on_overlaps():
+    # the rule the callers verify against (partial overlaps included): for an event of
+    # positive length, the last earlier one with one ancestor fewer
+    rng = np.random.default_rng(9)
+    for _ in range(500):
+        n = int(rng.integers(1, 30))
+        s = rng.integers(0, 40, n)
+        e = s + rng.integers(1, 25, n)
+        s, e = _sorted(s, e)
+        depth = [sum(e[j] > s[i] for j in range(i)) for i in range(n)]
+        want = [max((j for j in range(i) if depth[j] == depth[i] - 1), default=-1)
+                for i in range(n)]
+        assert T._laminar_parents(s, e).tolist() == want
+
+
 def test_nesting_follows_torch_rule_for_touching_and_zero_length_events():
     s = np.array([0, 0, 5, 10, 10])
     e = np.array([10, 5, 5, 10, 12])
@@ -315,6 +330,73 @@ def test_tree_helpers_use_pointer_doubling():
     # 0 has two children (1, 4): nothing merges into 0; 2 is the only child of 1 and has
     # its name: merged; 5 is the only child of 4 and has its name: merged
     assert T.collapse_same_name(parent, is_op, name).tolist() == [0, 1, 1, 3, 4, 4]
+
+
+@pytest.mark.parametrize("big", [False, True])  # True: the packed key would not fit
+def test_tree_order_equals_the_five_key_lexsort(big):
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(0, 60))
+        rows = rng.permutation(1000)[:n]  # distinct, not sorted
+        th = rng.integers(0, 3, n).astype(np.int32)
+        s = rng.integers(0, 2**61 if big else 20, n)
+        e = s + rng.integers(0, 5, n)
+        is_rt = rng.random(n) < 0.3
+        want = np.lexsort((rows, is_rt, -e, s, th))
+        assert T._tree_order(rows, th, s, e, is_rt).tolist() == want.tolist()
+
+
+def test_within_and_nearest_marked_at_equal_pointer_doubling_on_random_trees():
+    rng = np.random.default_rng(3)
+    clipped = 0
+    for _ in range(200):
+        events = []
+        for k in range(int(rng.integers(1, 30))):
+            t0, dur = int(rng.integers(0, 100)), int(rng.integers(0, 40))
+            tid = int(rng.integers(1, 3))
+            events.append(op(f"aten::o{k % 4}", t0, dur, tid=tid) if rng.random() < 0.7
+                          else runtime("cudaLaunchKernel", t0, dur, corr=k, tid=tid))
+        tree = T.build_tree(build(events))
+        clipped += tree.clipped
+        for density in (0.05, 0.3, 1.0):
+            flag = rng.random(len(tree)) < density
+            assert (tree.within(flag) == T.any_ancestor_or_self(tree.parent, flag)).all()
+            pos = rng.integers(-1, len(tree), 10)
+            want = np.where(pos >= 0, T.nearest_marked_ancestor(tree.parent, flag)[pos], -1)
+            for climb in (0, 1, 16):  # the table lookup after ``climb`` levels, or none
+                got = T.nearest_marked_ancestor_at(tree.parent, flag, pos, climb=climb)
+                assert got.tolist() == want.tolist()
+    assert clipped  # the partial overlaps (stack fallback) were among them
+
+
+@pytest.mark.parametrize("groups", [1, 50, 2**15 + 3])  # sorted and reduced, or .at
+def test_group_min_max_equals_ufunc_at(groups):
+    from stepscope.analysis.operators import group_min_max
+
+    rng = np.random.default_rng(groups)
+    index = np.concatenate((np.arange(groups), rng.integers(0, groups, 3000)))  # none empty
+    values = rng.integers(0, 10**12, len(index))
+    lo = np.full(groups, np.iinfo(np.int64).max)
+    hi = np.zeros(groups, dtype=np.int64)
+    np.minimum.at(lo, index, values)
+    np.maximum.at(hi, index, values)
+    got_lo, got_hi = group_min_max(index, values, groups)
+    assert got_lo.tolist() == lo.tolist() and got_hi.tolist() == hi.tolist()
+
+
+def test_link_lookup_by_table_equals_the_sorted_search():
+    from stepscope.analysis.links import _lookup
+
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        n, q = int(rng.integers(0, 40)), int(rng.integers(0, 40))
+        keys = rng.integers(0, 30, n)          # repeated ids: the first in order wins
+        rows = rng.permutation(1000)[:n]
+        queries = rng.integers(-3, 35, q)
+        want = [int(rows[np.flatnonzero(keys == k)[0]]) if (keys == k).any() else -1
+                for k in queries.tolist()]
+        assert _lookup(keys, rows, queries).tolist() == want                 # table
+        assert _lookup(keys + 2**40, rows, queries + 2**40).tolist() == want  # sort
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 5000])

@@ -31,7 +31,7 @@ from .operators import (
 )
 from .recommendations import Facts, Item, gather_facts, recommend
 from .steps import Steps, find_steps
-from .tree import HostTree, any_ancestor_or_self, build_tree
+from .tree import HostTree, build_tree
 
 
 @dataclass
@@ -73,7 +73,7 @@ def communication_kernels(trace: Trace, links: Links, tree: HostTree) -> np.ndar
     """Row mask: kernels named nccl*/rccl*, or launched under a collective host op."""
     kernel = trace.kind == Kind.KERNEL
     comm = kernel & name_mask(trace, COMMUNICATION_KERNEL_NAME)
-    collective = any_ancestor_or_self(tree.parent, name_mask(trace, COLLECTIVE_OP_NAME)[tree.rows])
+    collective = tree.within(name_mask(trace, COLLECTIVE_OP_NAME)[tree.rows])
     if collective.any():
         rows = np.flatnonzero(kernel)
         comm[rows] |= tree.flag_at_rows(collective, links.launching_op(rows))

@@ -27,7 +27,7 @@ from ..taxonomy import (
     GPU_BREAKDOWN_CATEGORIES,
     Kind,
 )
-from .intervals import covered, union
+from .intervals import covered, sorted_unique, union
 from .steps import Steps
 
 
@@ -57,7 +57,7 @@ def name_mask(trace: Trace, pattern, among: np.ndarray | None = None) -> np.ndar
     if memo is not None:
         return among & memo[trace.name]
     hit = np.zeros(len(trace.strings), dtype=bool)
-    ids = np.unique(trace.name[among]).tolist()
+    ids = sorted_unique(trace.name[among]).tolist()
     hit[ids] = [bool(pattern.search(trace.strings[i])) for i in ids]
     return among & hit[trace.name]
 

@@ -36,7 +36,6 @@ from ..taxonomy import (
 )
 from .breakdown import name_mask
 from .intervals import covered, difference, union
-from .tree import any_ancestor_or_self
 
 #: Process group of collectives whose trace names none.
 DEFAULT_GROUP = "default"
@@ -154,7 +153,7 @@ def host_collective_rows(trace, tree) -> np.ndarray:
     if not len(rows):
         coll = host & name_mask(trace, COLLECTIVE_OP_NAME)
         flag = coll[tree.rows]
-        anc = any_ancestor_or_self(tree.parent, flag)
+        anc = tree.within(flag)
         inside = np.where(tree.parent >= 0, anc[np.maximum(tree.parent, 0)], False)
         rows = tree.rows[flag & ~inside]
     return rows[np.argsort(trace.start[rows], kind="stable")]
@@ -200,11 +199,13 @@ def _cpu_computation_and_communication(trace) -> tuple[tuple, tuple]:
         & name_mask(trace, COLLECTIVE_OP_NAME)
     work = (kind == Kind.HOST_OP) & ~coll
     start, end = trace.start, trace.end()
+    wrows, crows = np.flatnonzero(work), np.flatnonzero(coll)
+    wth, cth = trace.thread[wrows], trace.thread[crows]
     parts_s, parts_e = [], []
-    for t in np.unique(trace.thread[work]).tolist():
-        on = trace.thread == t
-        ws, we = union(start[work & on], end[work & on])
-        ms, me = union(start[coll & on], end[coll & on])
+    for t in np.unique(wth).tolist():
+        w, c = wrows[wth == t], crows[cth == t]  # rows of the thread, in row order
+        ws, we = union(start[w], end[w])
+        ms, me = union(start[c], end[c])
         ds, de = difference(ws, we, ms, me)
         parts_s.append(ds)
         parts_e.append(de)

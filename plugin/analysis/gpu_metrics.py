@@ -29,7 +29,7 @@ from ..taxonomy import (
     Kind,
 )
 from .breakdown import name_mask
-from .intervals import clipped_durations, covered, union
+from .intervals import clipped_durations, covered, sorted_unique, union
 
 DEFINITIONS = {
     "GPU Utilization": "Share of the steps' time in which at least one kernel ran on this "
@@ -108,7 +108,7 @@ def amd_arch(trace: Trace, props: dict, kernel_rows: np.ndarray) -> Optional[str
     gcn = props.get("gcnArchName")
     if isinstance(gcn, str) and gcn.strip():
         return gcn.split(":")[0].strip()
-    for sid in np.unique(trace.name[kernel_rows]).tolist():
+    for sid in sorted_unique(trace.name[kernel_rows]).tolist():
         m = TENSILE_ISA.search(trace.strings[sid])
         if m:
             return f"gfx{m.group(1)}"
@@ -122,7 +122,7 @@ def gpu_summaries(trace: Trace, window: tuple[int, int], tc_kernel: np.ndarray) 
     length = hi - lo
     rocm = is_rocm(trace)
     out = []
-    for dev in np.unique(trace.device[kernels]).tolist():
+    for dev in sorted_unique(trace.device[kernels]).tolist():
         if dev < 0:
             continue
         rows = kernels[trace.device[kernels] == dev]

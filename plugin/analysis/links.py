@@ -23,7 +23,8 @@ import numpy as np
 
 from ..model import Trace
 from ..taxonomy import DEVICE_ACTIVITY_KINDS, HOST_KINDS, Kind
-from .tree import HostTree, nearest_marked_ancestor
+from .intervals import sorted_unique
+from .tree import HostTree, nearest_marked_ancestor_at
 
 
 @dataclass
@@ -57,6 +58,15 @@ def _lookup(keys: np.ndarray, rows: np.ndarray, queries: np.ndarray) -> np.ndarr
     """Row of ``rows`` whose key equals each query (first in file order on ties); -1."""
     if not len(keys) or not len(queries):
         return np.full(len(queries), -1, dtype=np.int64)
+    kmax = int(keys.max())
+    if int(keys.min()) >= 0 and kmax <= 4 * (len(keys) + len(queries)) + (1 << 20):
+        # ids of small range (the usual case): a table key -> first index, no sort
+        first = np.full(kmax + 1, len(keys), dtype=np.int64)
+        np.minimum.at(first, keys, np.arange(len(keys), dtype=np.int64))
+        inside = (queries >= 0) & (queries <= kmax)
+        at = first[np.where(inside, queries, 0)]
+        hit = inside & (at < len(keys))
+        return np.where(hit, rows[np.minimum(at, len(keys) - 1)], -1)
     order = np.argsort(keys, kind="stable")
     sk = keys[order]
     pos = np.searchsorted(sk, queries)
@@ -121,7 +131,7 @@ def link(trace: Trace) -> Links:
     ops = np.flatnonzero((kind == Kind.HOST_OP) & (corr >= 0))
     if len(rest) and len(ops):
         launcher[rest] = _lookup(corr[ops], ops, corr[rest])
-        legacy = np.unique(launcher[rest][launcher[rest] >= 0])
+        legacy = sorted_unique(launcher[rest][launcher[rest] >= 0])
 
     # host events by External id; host ops win over ranges/steps that share an id
     host = np.flatnonzero(trace.mask(*HOST_KINDS) & (ext > 0))
@@ -159,12 +169,12 @@ def attach_by_time(trace: Trace, links: Links, tree: HostTree) -> Links:
     own = links.owner[rts]
     own_pos = np.where(own >= 0, tree.pos_of_row[np.maximum(own, 0)], -1)
     is_op = trace.kind[tree.rows] == Kind.HOST_OP
-    inner_op = nearest_marked_ancestor(tree.parent, is_op)[pos]
+    inner_op = nearest_marked_ancestor_at(tree.parent, is_op, pos)
     skipped = (inner_op >= 0) & (inner_op != own_pos) & tree.contains(own_pos, inner_op)
     valid = tree.contains(own_pos, pos) & ~skipped
     # nearest enclosing host event (a runtime call may nest in another: not an owner)
     host = trace.kind[tree.rows] != Kind.RUNTIME
-    parent = nearest_marked_ancestor(tree.parent, host)[pos]
+    parent = nearest_marked_ancestor_at(tree.parent, host, pos)
     by_time = np.where(inner_op >= 0, inner_op, parent)
     redo = ~valid & (trace.external_id[rts] > 0) & (by_time >= 0)
     owner = links.owner.copy()

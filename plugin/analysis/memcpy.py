@@ -12,6 +12,7 @@ import numpy as np
 
 from ..model import Trace
 from ..taxonomy import MEMCPY_DIRECTION, Kind
+from .intervals import sorted_unique
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ def memcpy_by_direction(trace: Trace) -> list[MemcpyDirection]:
     """Memcpy activities grouped by direction, the largest total time first."""
     rows = np.flatnonzero(trace.kind == Kind.MEMCPY)
     out: dict[str, list[int]] = {}
-    for name_id in np.unique(trace.name[rows]).tolist():
+    for name_id in sorted_unique(trace.name[rows]).tolist():
         name = trace.strings[name_id]
         m = MEMCPY_DIRECTION.search(name)
         dur = trace.dur[rows[trace.name[rows] == name_id]]

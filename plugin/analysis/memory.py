@@ -25,6 +25,7 @@ import numpy as np
 
 from ..model import Note, Trace
 from ..taxonomy import Kind
+from .intervals import sorted_unique
 from .operators import GROUP_BY, OpNodes, group_ids, table_mask
 from .tree import HostTree, nearest_marked_ancestor
 
@@ -336,5 +337,5 @@ def downsample(ts: np.ndarray, values: np.ndarray, start: int, end: int,
     big = len(t)
     at_max = np.minimum.reduceat(np.where(v == vmax[seg], idx, big), starts)
     at_min = np.minimum.reduceat(np.where(v == vmin[seg], idx, big), starts)
-    keep = np.unique(np.concatenate((starts, ends, at_max, at_min))) + lo
+    keep = sorted_unique(np.concatenate((starts, ends, at_max, at_min))) + lo
     return np.concatenate((np.array(before, dtype=np.int64), keep))

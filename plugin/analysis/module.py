@@ -40,7 +40,7 @@ from ..taxonomy import (
 from .breakdown import name_mask
 from .intervals import covered, union
 from .links import Links
-from .operators import OpNodes, group_ids, sum_to
+from .operators import OpNodes, group_ids, group_min_max, sum_to
 from .steps import Steps
 from .tree import HostTree, build_tree
 
@@ -124,21 +124,24 @@ def phase_intervals(trace: Trace, tree: HostTree, steps: Steps,
     rows = tree.rows
     kind = trace.kind[rows]
     work = np.isin(kind, _WORK)
-    names = trace.strings
-    marks = np.array([phase_of_name(s) or "" for s in names], dtype=object)
-    phase_name = marks[trace.name[rows]] if len(names) else np.zeros(0, dtype=object)
+    # per string: index in PHASE_PRIORITY of the phase its name marks (-1: none); per
+    # position: that of a user range's name (small ints: no object array per event)
+    code = np.array([PHASE_PRIORITY.index(ph) if ph in PHASE_PRIORITY else -1
+                     for ph in map(phase_of_name, trace.strings)], dtype=np.int8)
     user = kind == Kind.USER_RANGE
+    phase_code = np.full(len(rows), -1, dtype=np.int8)
+    phase_code[user] = code[trace.name[rows[user]]]
     # the file's own intervals: a range the tree clipped (it overlaps a python frame without
     # nesting, common with with_stack=True) still covers its whole span
     s = trace.start[rows]
     e = s + trace.dur[rows]
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     marked: dict[str, bool] = {}
-    for ph in PHASE_PRIORITY:
-        m = user & (phase_name == ph)
+    for k, ph in enumerate(PHASE_PRIORITY):
+        m = phase_code == k
         marked[ph] = bool(m.any())
         if not marked[ph]:
-            m = _inferred(trace, tree, steps, ph, work, main)
+            m = _inferred(trace, tree, steps, ph, work, main, s, e)
         if isinstance(m, tuple):
             out[ph] = union(*m)
         else:
@@ -147,8 +150,9 @@ def phase_intervals(trace: Trace, tree: HostTree, steps: Steps,
 
 
 def _inferred(trace: Trace, tree: HostTree, steps: Steps, phase: str, work: np.ndarray,
-              main: int):
-    """Mask of tree positions (or ``(starts, ends)``) of an unmarked phase."""
+              main: int, start: np.ndarray, end: np.ndarray):
+    """Mask of tree positions (or ``(starts, ends)``) of an unmarked phase; ``start``,
+    ``end``: the file's times of each position (ns)."""
     rows = tree.rows
     if phase == "DataLoader":
         return work & (trace.kind[rows] != Kind.PYTHON) & name_mask(trace, DATALOADER_NAME)[rows]
@@ -158,7 +162,6 @@ def _inferred(trace: Trace, tree: HostTree, steps: Steps, phase: str, work: np.n
         return work & (trace.thread[rows] == main)
     # Backward: autograd ops anywhere, plus per step the whole span of work on autograd threads
     ops = work & name_mask(trace, AUTOGRAD_FUNCTION_NAME)[rows]
-    start, end = trace.start[rows], trace.start[rows] + trace.dur[rows]
     s, e = start[ops], end[ops]
     th = trace.thread[rows]
     top = work & (tree.parent < 0) & (th != main)
@@ -236,8 +239,8 @@ def marked_depth(tree: HostTree, marked: np.ndarray) -> np.ndarray:
     n = len(tree)
     m = np.flatnonzero(marked)
     opened = np.bincount(m + 1, minlength=n + 1)
-    closed = np.bincount(tree.subtree_end[m], minlength=n + 1)
-    return np.cumsum(opened - closed)[:n]
+    opened -= np.bincount(tree.subtree_end[m], minlength=n + 1)
+    return np.cumsum(opened, out=opened)[:n]
 
 
 def intern_paths(sel: np.ndarray, parent: np.ndarray, depth: np.ndarray,
@@ -250,19 +253,22 @@ def intern_paths(sel: np.ndarray, parent: np.ndarray, depth: np.ndarray,
     thread, say). Returns ``(path of each position (-1 outside sel), parent path of each
     path, key of each path, depth of each path)``; a parent path numbers below its children.
     """
-    path = np.full(len(parent), -1, dtype=np.int64)
+    # one spare slot at the end: path[-1] is the path of "no parent" (-1)
+    path = np.full(len(parent) + 1, -1, dtype=np.int64)
     if not len(sel):
         e = np.zeros(0, dtype=np.int64)
-        return path, e, e, e
+        return path[:-1], e, e, e
     d = depth[sel]
-    o = np.argsort(d, kind="stable")
+    top = int(d.max())
+    # stable sort by level: a radix sort when the levels fit in int16 (the usual case)
+    o = np.argsort(d.astype(np.int16) if top < 2**15 else d, kind="stable")
     order = sel[o]
-    bounds = np.searchsorted(d[o], np.arange(int(d.max()) + 2))
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(d, minlength=top + 1))))
     pp, pk, pd = [], [], []
     count = 0
     for lvl, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
         at = order[a:b]
-        par = np.where(parent[at] >= 0, path[np.maximum(parent[at], 0)], -1)
+        par = path[parent[at]]
         if lvl == 0 and root_key is not None:
             first, ids = group_ids(root_key[at], key[at])
         else:
@@ -272,7 +278,7 @@ def intern_paths(sel: np.ndarray, parent: np.ndarray, depth: np.ndarray,
         pk.append(key[at][first].astype(np.int64))
         pd.append(np.full(len(first), lvl, dtype=np.int64))
         count += len(first)
-    return path, np.concatenate(pp), np.concatenate(pk), np.concatenate(pd)
+    return path[:-1], np.concatenate(pp), np.concatenate(pk), np.concatenate(pd)
 
 
 def path_table(trace: Trace, tree: HostTree, nodes: OpNodes, marked: np.ndarray) -> PathTable:
@@ -292,15 +298,11 @@ def path_table(trace: Trace, tree: HostTree, nodes: OpNodes, marked: np.ndarray)
     kid = sub.parent >= 0
     child_ns = sum_to(path[sub.parent[kid]], dur[kid], m)
     total = sum_to(p, dur, m)
-    hmin = np.full(m, np.iinfo(np.int64).max)
-    hmax = np.zeros(m, dtype=np.int64)
-    np.minimum.at(hmin, p, dur)
-    np.maximum.at(hmax, p, dur)
+    hmin, hmax = group_min_max(p, dur, m)  # every path has a node; durations >= 0
     device = nodes.device_total[tree.pos_of_row[sub.rows]]
     return PathTable(name=pk, parent=pp, depth=pd, calls=np.bincount(p, minlength=m),
                      host_total=total, host_self=np.maximum(total - child_ns, 0),
-                     host_min=np.where(hmin == np.iinfo(np.int64).max, 0, hmin),
-                     host_max=hmax, device=sum_to(p, device, m))
+                     host_min=hmin, host_max=hmax, device=sum_to(p, device, m))
 
 
 def range_mask(trace: Trace, tree: HostTree) -> np.ndarray:

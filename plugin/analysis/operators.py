@@ -27,7 +27,12 @@ from ..model import Trace
 from ..taxonomy import LAUNCH_CALL_NAME, OPERATOR_EXCLUDED_NAME, Kind
 from .breakdown import name_mask
 from .links import Links
-from .tree import HostTree, collapse_same_name, nearest_marked_ancestor
+from .tree import (
+    HostTree,
+    collapse_same_name,
+    nearest_marked_ancestor,
+    nearest_marked_ancestor_at,
+)
 
 GROUP_BY = ("Operation", "OperationAndInputShape")
 
@@ -44,6 +49,7 @@ class OpNodes:
     device_total: np.ndarray
     tc_self: np.ndarray
     tc_total: np.ndarray
+    table: np.ndarray  # operator-table rows (SPEC §2.4.5): alive ops, excluded names left out
 
     def check(self) -> None:
         a = self.alive
@@ -59,25 +65,39 @@ def group_ids(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (the usual case: interned names, shapes, stacks) is made dense by counting, not sorting."""
     n = len(cols[0])
     ids = np.zeros(n, dtype=np.int64)
-    first = np.zeros(0, dtype=np.int64)
+    if not n:
+        return np.zeros(0, dtype=np.int64), ids
+    first = None  # set by np.unique; else filled once, after the last column
+    groups = 1  # ids are dense: 0 .. groups - 1
     for col in cols:
-        if not n:
-            break
-        col = col.astype(np.int64)
         lo = int(col.min())
         span = int(col.max()) - lo + 1
-        key = ids * span + (col - lo)
-        size = (int(ids.max()) + 1) * span
+        if span == 1:
+            continue  # a constant column splits no group
+        key = col.astype(np.int64)
+        if lo:
+            key -= lo
+        if groups > 1:
+            ids *= span  # ids is this function's own array
+            key += ids
+        size = groups * span
         if size <= 4 * n + (1 << 20):
-            present = np.zeros(size, dtype=np.int8)
-            present[key] = 1
-            dense = np.cumsum(present, dtype=np.int64) - 1
-            ids = dense[key]
-            first = np.empty(int(dense[-1]) + 1, dtype=np.int64)
-            first[ids] = np.arange(n)  # some row of each group (any will do: they agree)
+            # rank of each present key among the present keys, in one array of ``size``
+            rank = np.zeros(size, dtype=np.int64)
+            rank[key] = 1
+            present = np.flatnonzero(rank)
+            rank[present] = np.arange(len(present))
+            ids = rank[key]
+            del rank
+            first = None
+            groups = len(present)
         else:
             _, first, ids = np.unique(key, return_index=True, return_inverse=True)
             ids = ids.reshape(-1).astype(np.int64)
+            groups = len(first)
+    if first is None:
+        first = np.empty(groups, dtype=np.int64)
+        first[ids] = np.arange(n)  # some row of each group (any will do: they agree)
     return first, ids
 
 
@@ -85,7 +105,25 @@ def sum_to(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """``out[k] = sum(values[index == k])`` as int64 (float sums exact below 2**53 ns)."""
     if not len(index):
         return np.zeros(n, dtype=np.int64)
-    return np.rint(np.bincount(index, weights=values, minlength=n)).astype(np.int64)
+    out = np.bincount(index, weights=values, minlength=n)
+    return np.rint(out, out=out).astype(np.int64)
+
+
+def group_min_max(index: np.ndarray, values: np.ndarray, n: int,
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """``(min, max)`` of the int64 ``values`` per group ``0 <= index < n``, every group
+    non-empty (the ids of :func:`group_ids`). Few groups: a radix sort by group and
+    ``reduceat`` (``np.minimum.at`` stalls when a group repeats row after row); else ``.at``."""
+    if n < 2**15:
+        v = values[np.argsort(index.astype(np.int16), kind="stable")]
+        starts = np.zeros(n, dtype=np.int64)
+        np.cumsum(np.bincount(index, minlength=n)[:-1], out=starts[1:])
+        return np.minimum.reduceat(v, starts), np.maximum.reduceat(v, starts)
+    lo = np.full(n, np.iinfo(np.int64).max)
+    hi = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(lo, index, values)
+    np.maximum.at(hi, index, values)
+    return lo, hi
 
 
 def op_nodes(trace: Trace, tree: HostTree, links: Links, tc_kernel: np.ndarray) -> OpNodes:
@@ -112,21 +150,26 @@ def op_nodes(trace: Trace, tree: HostTree, links: Links, tc_kernel: np.ndarray) 
     child_ns = sum_to(rep[tree.parent[kid]], dur[kid], n)
 
     # tensor-core device time per launch
+    # (each tensor-core kernel straight to its launch's owner: launches are sorted and
+    # distinct; integer ns sum exactly, so this equals summing per launch first)
     acts = links.activity_rows[tc_kernel[links.activity_rows]]
-    acts = acts[links.launcher[acts] >= 0]
-    tc_rt = sum_to(links.launcher[acts], trace.dur[acts], len(trace))
-    tc_raw = sum_to(owner_pos, tc_rt[launches], n)
+    by = links.launcher[acts]
+    at = np.minimum(np.searchsorted(launches, by), max(len(launches) - 1, 0))
+    hit = (by >= 0) & (launches[at] == by) if len(launches) else np.zeros(len(acts), bool)
+    tc_raw = sum_to(owner_pos[at[hit]], trace.dur[acts[hit]], n)
 
-    def subtree(raw: np.ndarray) -> np.ndarray:
-        cum = np.concatenate(([0], np.cumsum(raw)))
-        return cum[tree.subtree_end] - cum[np.arange(n)]
+    merged = np.flatnonzero(~alive)  # few: only same-name chains collapse
 
     def to_rep(raw: np.ndarray) -> np.ndarray:
-        return sum_to(rep, raw, n)
+        """``sum_to(rep, raw, n)``: a merged node's time moves to its representative."""
+        out = np.where(alive, raw, 0)
+        np.add.at(out, rep[merged], raw[merged])
+        return out
 
+    table = alive & is_op & ~name_mask(trace, OPERATOR_EXCLUDED_NAME)[rows]
     return OpNodes(alive=alive, rep=rep, host_total=dur, host_self=dur - child_ns,
-                   device_self=to_rep(dev_raw), device_total=subtree(dev_raw),
-                   tc_self=to_rep(tc_raw), tc_total=subtree(tc_raw))
+                   device_self=to_rep(dev_raw), device_total=tree.subtree_sum(dev_raw),
+                   tc_self=to_rep(tc_raw), tc_total=tree.subtree_sum(tc_raw), table=table)
 
 
 def launch_owners(trace: Trace, tree: HostTree, links: Links) -> tuple[np.ndarray, np.ndarray]:
@@ -136,18 +179,24 @@ def launch_owners(trace: Trace, tree: HostTree, links: Links) -> tuple[np.ndarra
     a runtime call without an id whose nearest enclosing host event is a user range, python
     frame or step belongs to that range (Triton kernels launched from Python). Calls without
     an id under an op, and calls enclosed by no host event, belong to no node."""
+    owner_pos = launch_owner_pos(trace, tree, links)
+    ok = owner_pos >= 0
+    return links.launch_rows[ok], owner_pos[ok]
+
+
+def launch_owner_pos(trace: Trace, tree: HostTree, links: Links) -> np.ndarray:
+    """Per row of ``links.launch_rows``: the position of the node it belongs to (-1: none),
+    by the rule of :func:`launch_owners`."""
     launches = links.launch_rows
     owner = links.owner[launches]
     owner_pos = np.where(owner >= 0, tree.pos_of_row[np.maximum(owner, 0)], -1)
     host = trace.kind[tree.rows] != Kind.RUNTIME
     pos = tree.pos_of_row[launches]
-    encl = np.where(pos >= 0, nearest_marked_ancestor(tree.parent, host)[np.maximum(pos, 0)], -1)
+    encl = nearest_marked_ancestor_at(tree.parent, host, pos)
     encl_op = encl >= 0
     encl_op[encl_op] = trace.kind[tree.rows[encl[encl_op]]] == Kind.HOST_OP
     by_time = (owner_pos < 0) & (encl >= 0) & ~encl_op
-    owner_pos = np.where(by_time, encl, owner_pos)
-    ok = owner_pos >= 0
-    return launches[ok], owner_pos[ok]
+    return np.where(by_time, encl, owner_pos)
 
 
 @dataclass
@@ -173,8 +222,8 @@ def device_accounts(trace: Trace, tree: HostTree, links: Links,
     """Account for every device activity's time: operator rows, range rows, or a note."""
     acts = links.activity_rows
     orphan = acts[links.launcher[acts] < 0]
-    owned, _ = launch_owners(trace, tree, links)
-    free = np.setdiff1d(links.launch_rows, owned)
+    # launch_rows are sorted and distinct: the rows that belong to no node, in order
+    free = links.launch_rows[launch_owner_pos(trace, tree, links) < 0]
     free = free[links.device_count[free] > 0]
     ops = table_mask(trace, tree, nodes)
     ranges = range_mask(trace, tree, nodes)
@@ -265,10 +314,9 @@ def call_stacks(trace: Trace, tree: HostTree) -> tuple[np.ndarray, list[str]]:
 
 
 def table_mask(trace: Trace, tree: HostTree, nodes: OpNodes) -> np.ndarray:
-    """Positions that are operator-table rows (SPEC §2.4.5)."""
-    rows = tree.rows
-    excluded = name_mask(trace, OPERATOR_EXCLUDED_NAME)[rows]
-    return nodes.alive & (trace.kind[rows] == Kind.HOST_OP) & ~excluded
+    """Positions that are operator-table rows (SPEC §2.4.5); computed once by
+    :func:`op_nodes` (do not mutate)."""
+    return nodes.table
 
 
 def range_mask(trace: Trace, tree: HostTree, nodes: OpNodes) -> np.ndarray:

@@ -24,9 +24,10 @@ from ..taxonomy import (
 )
 from .breakdown import name_mask
 from .gpu_metrics import GpuSummary
+from .intervals import sorted_unique
 from .links import Links
 from .memory import MemoryAnalysis
-from .tree import HostTree, any_ancestor_or_self
+from .tree import HostTree
 
 #: Thresholds of the rules, in percent unless said otherwise.
 DATALOADER_SHARE = 5.0
@@ -127,8 +128,8 @@ def shorter_than_launch(trace: Trace, links: Links, kernels: np.ndarray) -> np.n
     rt = links.launcher[kernels]
     linked = rt >= 0
     per_call = np.zeros(len(kernels), dtype=np.int64)
-    calls, inv, count = np.unique(rt[linked], return_inverse=True, return_counts=True)
-    per_call[linked] = count[inv.reshape(-1)]
+    if linked.any():  # kernels per launching call (counted, not sorted)
+        per_call[linked] = np.bincount(rt[linked])[rt[linked]]
     launch_ns = trace.dur[np.maximum(rt, 0)]
     return linked & (trace.dur[kernels] * np.maximum(per_call, 1) < launch_ns)
 
@@ -139,9 +140,10 @@ def top_names(trace: Trace, rows: np.ndarray, ns: np.ndarray,
     first (ties by name). Example: rows named a, b, a with 1, 5, 2 ns -> ``[(b, 5), (a, 3)]``."""
     if not len(rows):
         return []
-    names, inv = np.unique(trace.name[rows], return_inverse=True)
-    sums = np.bincount(inv.reshape(-1), weights=ns, minlength=len(names)).astype(np.int64)
-    pairs = [(trace.strings[int(i)], int(v)) for i, v in zip(names.tolist(), sums.tolist()) if v > 0]
+    # summed per name id (ids are small: counted, not sorted); names in id order
+    sums = np.bincount(trace.name[rows], weights=ns).astype(np.int64)
+    names = np.flatnonzero(sums > 0)
+    pairs = [(trace.strings[int(i)], int(v)) for i, v in zip(names.tolist(), sums[names].tolist())]
     return sorted(pairs, key=lambda p: (-p[1], p[0]))[:n]
 
 
@@ -169,8 +171,7 @@ def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarr
         f.short_kernel_time_share = 100 * int(kdur[short].sum()) / ktotal if ktotal else 0.0
 
         # kernels launched from a tensor-core-eligible op (or one of its callers)
-        eligible = any_ancestor_or_self(tree.parent,
-                                        name_mask(trace, TENSOR_CORE_ELIGIBLE_OP)[tree.rows])
+        eligible = tree.within(name_mask(trace, TENSOR_CORE_ELIGIBLE_OP)[tree.rows])
         from_eligible = tree.flag_at_rows(eligible, links.launching_op(kernels))
         if ktotal:
             f.tc_eligible_share = 100 * int(kdur[from_eligible].sum()) / ktotal
@@ -182,12 +183,12 @@ def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarr
     f.rocm = any("Kernel time using Matrix Cores" in g.metrics for g in gpus)
     f.tc_known = f.rocm or any(g.compute_capability for g in gpus)
 
-    if len(np.unique(trace.device[kernels])) > 1:
+    if len(sorted_unique(trace.device[kernels])) > 1:
         markers = set()
         for pattern, kinds in ((DATA_PARALLEL_FRAME, (Kind.PYTHON, Kind.USER_RANGE)),
                                (DATA_PARALLEL_OP, (Kind.HOST_OP,))):
             hit = name_mask(trace, pattern, among=trace.mask(*kinds))
-            markers.update(trace.strings[i] for i in np.unique(trace.name[hit]).tolist())
+            markers.update(trace.strings[i] for i in sorted_unique(trace.name[hit]).tolist())
         f.data_parallel_markers = sorted(markers)
 
     for d in memory.devices if memory is not None else ():

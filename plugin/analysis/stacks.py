@@ -26,7 +26,12 @@ from ..taxonomy import Kind
 from .links import Links
 from .module import intern_paths, marked_depth
 from .operators import sum_to
-from .tree import HostTree, any_ancestor_or_self, nearest_marked_ancestor
+from .tree import (
+    HostTree,
+    any_ancestor_or_self,
+    nearest_marked_ancestor,
+    nearest_marked_ancestor_at,
+)
 
 #: Frame levels kept below a thread root; deeper frames fold into their ancestor.
 MAX_DEPTH = 512
@@ -67,19 +72,17 @@ def flame(trace: Trace, tree: HostTree, links: Links) -> Flame:
     n = len(tree)
     rows = tree.rows
     frame = trace.kind[rows] != Kind.STEP
-    parent = nearest_marked_ancestor(tree.parent, frame)
+    # only the children of ProfilerStep windows climb: from every position, a few levels
+    parent = nearest_marked_ancestor_at(tree.parent, frame, np.arange(n))
     depth = marked_depth(tree, frame)
     dur = tree.end - tree.start
     sel = np.flatnonzero(frame)
     kid = sel[parent[sel] >= 0]
     host_self = np.where(frame, dur - sum_to(parent[kid], dur[kid], n), 0)
     dev_self = np.where(frame, links.device_ns[rows], 0)
-    cum_h = np.concatenate(([0], np.cumsum(host_self)))
-    cum_d = np.concatenate(([0], np.cumsum(dev_self)))
-    pos = np.arange(n)
-    host_total = cum_h[tree.subtree_end] - cum_h[pos]
-    dev_total = cum_d[tree.subtree_end] - cum_d[pos]
-    del cum_h, cum_d, pos, dur, kid  # per-node temporaries: freed before the next ones
+    host_total = tree.subtree_sum(host_self)
+    dev_total = tree.subtree_sum(dev_self)
+    del dur, kid  # per-node temporaries: freed before the next ones
     deep = frame & (depth >= MAX_DEPTH)
     folded = int(deep.sum())
     if folded:

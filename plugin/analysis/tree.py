@@ -57,12 +57,40 @@ class HostTree:
         o = np.maximum(outer, 0)
         return ok & (o <= inner) & (inner < self.subtree_end[o])
 
+    def within(self, flag: np.ndarray) -> np.ndarray:
+        """Per position: ``flag`` holds for it or for one of its ancestors (the result of
+        :func:`any_ancestor_or_self` on ``parent``, from the pre-order ranges: O(n)).
+
+        The flagged ranges ``[p, subtree_end[p])`` nest or are disjoint; the outermost ones
+        are disjoint, so one int8 +1/-1 per range and a cumsum mark them."""
+        n = len(self.rows)
+        m = np.flatnonzero(flag)
+        if not len(m):
+            return np.zeros(n, dtype=bool)
+        e = self.subtree_end[m]
+        outer = np.ones(len(m), dtype=bool)
+        outer[1:] = m[1:] >= np.maximum.accumulate(e)[:-1]
+        delta = np.zeros(n + 1, dtype=np.int8)
+        delta[m[outer]] = 1
+        delta[e[outer]] -= 1  # distinct ends (disjoint ranges); may cancel a next start
+        return np.cumsum(delta[:n], dtype=np.int8).view(bool)
+
     def depth(self) -> np.ndarray:
         """Number of ancestors of each position (int64), from the pre-order ranges: O(n)."""
         n = len(self.rows)
         opened = np.bincount(np.arange(1, n + 1), minlength=n + 1)
-        closed = np.bincount(self.subtree_end, minlength=n + 1)
-        return np.cumsum(opened - closed)[:n]
+        opened -= np.bincount(self.subtree_end, minlength=n + 1)
+        return np.cumsum(opened, out=opened)[:n]
+
+    def subtree_sum(self, raw: np.ndarray) -> np.ndarray:
+        """Per position: the sum of the int64 ``raw`` over its subtree, itself included
+        (prefix sums over the pre-order ranges; two arrays of n, no other temporaries)."""
+        n = len(self.rows)
+        cum = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(raw, out=cum[1:])
+        out = cum[self.subtree_end]
+        out -= cum[:n]
+        return out
 
     def check(self) -> None:
         """Children lie inside their parents; subtrees are contiguous."""
@@ -91,7 +119,7 @@ def build_tree(trace: Trace, rows: np.ndarray | None = None) -> HostTree:
     s = trace.start[rows]
     e = s + trace.dur[rows]
     is_rt = trace.kind[rows] == Kind.RUNTIME
-    order = np.lexsort((rows, is_rt, -e, s, th))
+    order = _tree_order(rows, th, s, e, is_rt)
     rows, th, s, e = rows[order], th[order], s[order], e[order]
     n = len(rows)
     parent = np.full(n, -1, dtype=np.int64)
@@ -109,6 +137,28 @@ def build_tree(trace: Trace, rows: np.ndarray | None = None) -> HostTree:
     pos_of_row[rows] = np.arange(n)
     return HostTree(rows=rows, start=s, end=e, parent=parent, subtree_end=sub_end,
                     pos_of_row=pos_of_row, clipped=clipped)
+
+
+def _tree_order(rows: np.ndarray, th: np.ndarray, s: np.ndarray, e: np.ndarray,
+                is_rt: np.ndarray) -> np.ndarray:
+    """``np.lexsort((rows, is_rt, -e, s, th))``: by thread, start, end descending, host
+    before runtime, row. One stable sort of ``(thread, start)`` packed in an int64 (when it
+    fits: ns starts are >= 0); only the rare runs of equal ``(thread, start)`` are sorted by
+    the other keys."""
+    n = len(rows)
+    if not n or int(s.min()) < 0 or (int(th.max()) + 1) * (int(s.max()) + 1) >= 2**62:
+        return np.lexsort((rows, is_rt, -e, s, th))
+    key = th.astype(np.int64) * (int(s.max()) + 1) + s
+    order = np.argsort(key, kind="stable")
+    k = key[order]
+    tie = np.zeros(n, dtype=bool)
+    tie[1:] = k[1:] == k[:-1]
+    tie[:-1] |= tie[1:]
+    d = np.flatnonzero(tie)
+    if len(d):
+        sub = order[d]
+        order[d] = sub[np.lexsort((rows[sub], is_rt[sub], -e[sub], k[d]))]
+    return order
 
 
 def nest(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
@@ -153,15 +203,24 @@ def _laminar_parents(s: np.ndarray, e: np.ndarray) -> np.ndarray:
     sorted_e = np.sort(E)
     idx = np.arange(m, dtype=np.int64)
     depth = idx - np.searchsorted(sorted_e, S, side="right")
-    keys = np.sort(depth * m + idx)
-    q = (depth - 1) * m + idx
-    p = np.searchsorted(keys, q, side="left") - 1
-    pk = keys[np.maximum(p, 0)]
-    ok = (depth > 0) & (p >= 0) & (pk // m == depth - 1)
-    parent[nz[ok]] = nz[pk[ok] % m]
+    # parent: the last event before with one ancestor fewer. Depth rises by at most one per
+    # event (starts are sorted), so that is the previous event when it sits one level up,
+    # else the parent of the previous event of the same level: a forward fill along each
+    # level (levels by a stable sort; values encoded per level so the running max restarts)
+    top = int(depth.max())
+    by_level = np.argsort(depth.astype(np.int16) if top < 2**15 else depth, kind="stable")
+    enc = depth * (m + 1) - 1  # per level: -1 = not known yet
+    up = np.flatnonzero(depth[:-1] == depth[1:] - 1) + 1
+    enc[up] += up  # level * (m + 1) + (up - 1)
+    filled = np.maximum.accumulate(enc[by_level])
+    par = np.empty(m, dtype=np.int64)
+    par[by_level] = filled - depth[by_level] * (m + 1)
+    ok = depth > 0
+    parent[nz[ok]] = nz[par[ok]]
     # zero-length events are leaves under the deepest event containing their instant
     z = np.flatnonzero(e <= s)
     if len(z):
+        keys = np.sort(depth * m + idx)
         t = s[z]
         last = np.searchsorted(S, t, side="right") - 1
         c = (last + 1) - np.searchsorted(sorted_e, t, side="right")
@@ -229,6 +288,26 @@ def nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarra
         nxt[live] = nxt[nxt[live]]
 
 
+def nearest_marked_ancestor_at(parent: np.ndarray, marked: np.ndarray, pos: np.ndarray,
+                               climb: int = 16) -> np.ndarray:
+    """``nearest_marked_ancestor(parent, marked)[pos]`` for the positions ``pos`` only (-1
+    for ``pos`` -1): climbs one level per pass from ``pos`` (the op or host event enclosing
+    a runtime call is mostly its parent); after ``climb`` passes the rest is looked up in
+    the full :func:`nearest_marked_ancestor` (long unmarked chains)."""
+    out = np.where(pos >= 0, parent[np.maximum(pos, 0)], -1)
+    live = np.flatnonzero(out >= 0)  # out[live]: an ancestor not yet tested
+    for _ in range(climb):
+        live = live[~marked[out[live]]]
+        if not len(live):
+            return out
+        out[live] = parent[out[live]]
+        live = live[out[live] >= 0]
+    if len(live):
+        at = out[live]
+        out[live] = np.where(marked[at], at, nearest_marked_ancestor(parent, marked)[at])
+    return out
+
+
 def collapse_same_name(parent: np.ndarray, is_op: np.ndarray, name: np.ndarray) -> np.ndarray:
     """Same-name collapse (SPEC §2.4.2): representative position of each position.
 
@@ -239,12 +318,11 @@ def collapse_same_name(parent: np.ndarray, is_op: np.ndarray, name: np.ndarray) 
     """
     n = len(parent)
     rep = np.arange(n, dtype=np.int64)
-    has = (parent >= 0) & is_op
-    has[has] &= is_op[parent[has]]
-    op_children = np.bincount(parent[(parent >= 0) & is_op], minlength=n)
-    merge = has.copy()
-    merge[has] &= (name[has] == name[parent[has]]) & (op_children[parent[has]] == 1)
-    rep[merge] = parent[merge]
+    kids = np.flatnonzero((parent >= 0) & is_op)  # ops with a parent
+    up = parent[kids]
+    op_children = np.bincount(up, minlength=n)
+    merge = is_op[up] & (name[kids] == name[up]) & (op_children[up] == 1)
+    rep[kids[merge]] = up[merge]
     while True:
         nxt = rep[rep]
         if (nxt == rep).all():

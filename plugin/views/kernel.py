@@ -10,7 +10,7 @@ from ..analysis import Analysis
 from ..analysis.gpu_metrics import core_label
 from ..analysis.kernels import GROUP_BY, NO_OP, kernel_rows, launching_op_names
 from ..analysis.links import Links
-from ..analysis.operators import group_ids
+from ..analysis.operators import group_ids, group_min_max
 from ..model import Trace
 from ..taxonomy import Kind
 from ..units import div_round, us_list
@@ -77,10 +77,7 @@ def kernel_table(trace: Trace, links: Links, tc_kernel: np.ndarray, *, by_op: bo
     g = len(first)
     calls = np.bincount(inv, minlength=g).astype(np.int64)
     total = np.rint(np.bincount(inv, weights=dur, minlength=g)).astype(np.int64)
-    mx = np.zeros(g, dtype=np.int64)
-    mn = np.full(g, np.iinfo(np.int64).max, dtype=np.int64)
-    np.maximum.at(mx, inv, dur)
-    np.minimum.at(mn, inv, dur)
+    mn, mx = group_min_max(inv, dur, g)  # durations >= 0: as from 0 and int64 max
     mean = div_round(total, calls * 1000)
     cols = [calls.tolist(), us_list(total), mean.tolist(), us_list(mx), us_list(mn)]
     if show_bps:
