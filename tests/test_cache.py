@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from stepscope.store.cache import DiskCache
+from stepscope.store.cache import _CHUNK, _MAX_BIG_STEPS, DiskCache, narrow, widen
 
 
 @pytest.fixture
@@ -73,6 +73,24 @@ def test_arrays_are_stored_narrow_and_read_back_exactly(tmp_path, trace_file):
     assert size["signed zeros"] == 12
     assert size["times"] == 3 and size["wide steps"] == 32
     assert size["row keys"] == 5
+
+
+@pytest.mark.parametrize("n_big", [_MAX_BIG_STEPS, _MAX_BIG_STEPS + 1])
+def test_steps_are_coded_across_chunks_up_to_the_big_step_limit(n_big):
+    """Difference coding works chunk by chunk (issue 19): big steps on either side of a
+    chunk boundary come back exactly, and a dtype is used while at most _MAX_BIG_STEPS
+    steps do not fit it, however the big steps fall into chunks."""
+    n = 3 * _CHUNK + 5
+    step = np.ones(n, dtype=np.int64)
+    at = np.r_[_CHUNK - 1, _CHUNK, 2 * _CHUNK, np.arange(n_big - 3) * 7 + 5]
+    step[at] = -(3 * 10**9) - at  # too big for int8, int16 and int32 alike
+    arr = np.cumsum(step) + 10**12
+    stored, how = narrow(arr)
+    assert stored.dtype == (np.int8 if n_big <= _MAX_BIG_STEPS else np.int64)
+    assert widen(stored, how).tobytes() == arr.tobytes()
+    falling = np.array([7, 3, 2**32 - 1, 0] * (_CHUNK // 2), dtype=np.uint32)
+    stored, how = narrow(falling)  # steps wider than uint32 itself, and negative
+    assert widen(stored, how).tobytes() == falling.tobytes()
 
 
 def _stored_bytes(hit, name: str) -> int:
@@ -164,7 +182,7 @@ def test_env_var_sets_root(tmp_path, monkeypatch):
 
 CHILD = """
 import sys, numpy as np
-from stepscope.store.cache import DiskCache
+from stepscope.store.cache import _CHUNK, _MAX_BIG_STEPS, DiskCache, narrow, widen
 c = DiskCache(sys.argv[1])
 for i in range(20):
     c.put(sys.argv[2], {"i": i}, {"a": np.arange(20000) + int(sys.argv[3])})

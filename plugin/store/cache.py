@@ -188,9 +188,7 @@ def narrow(arr: np.ndarray) -> tuple[np.ndarray, dict]:
     how = {"dtype": arr.dtype.str, "shape": list(arr.shape)}
     flat = arr.reshape(-1)
     if arr.dtype.kind == "f":
-        sign = np.signbit(flat)  # -0.0 == 0.0, but is not the same value
-        if np.array_equal(flat, np.full_like(flat, flat[0]), equal_nan=True) \
-                and sign.all() == sign.any():
+        if _constant_float(flat):
             return flat[:1], {**how, "const": True}
         if arr.dtype.itemsize > 4:
             small = arr.astype(np.float32)
@@ -207,21 +205,63 @@ def narrow(arr: np.ndarray) -> tuple[np.ndarray, dict]:
     if hi - lo <= np.iinfo(np.int64).max:  # differences cannot overflow
         # timestamps in time order: small steps, however big the values; a few big steps
         # (sorted keys jumping to their next row) are kept aside in the manifest
-        step = np.diff(flat.astype(np.int64, copy=False))
         for dt in _NARROW_INTS[::2]:  # signed
             if dt.itemsize >= best:
                 break
-            info = np.iinfo(dt)
-            big = np.flatnonzero((step < info.min) | (step > info.max))
-            if len(big) <= _MAX_BIG_STEPS:
-                small = step.astype(dt)  # big steps wrap: replaced when widened
-                return small, {**how, "first": int(flat[0]), "big_at": big.tolist(),
-                               "big": step[big].tolist()}
+            coded = _steps_as(flat, dt)
+            if coded is not None:
+                small, big_at, big = coded
+                return small, {**how, "first": int(flat[0]), "big_at": big_at, "big": big}
     return (arr.astype(t), how) if t is not None and t.itemsize < arr.dtype.itemsize else (arr, {})
 
 
 #: Most steps too big for the narrow dtype that a difference-coded array may have.
 _MAX_BIG_STEPS = 4096
+#: Steps computed at a time by :func:`_steps_as`: its temporaries stay in the CPU cache
+_CHUNK = 1 << 16
+
+
+def _steps_as(flat: np.ndarray, dt: np.dtype) -> tuple[np.ndarray, list, list] | None:
+    """The differences of consecutive elements of ``flat`` (int64 arithmetic) stored as
+    ``dt``, the positions and values of those ``dt`` cannot hold (stored wrapped), or None
+    when there are more than :data:`_MAX_BIG_STEPS` of them.
+
+    Chunk by chunk: a ``dt`` too narrow is given up as soon as the steps seen prove it (a
+    trace's durations or ids, after a chunk or two), not after a pass over the whole array
+    (issue 19: narrowing was a third of storing a big timeline)."""
+    n = len(flat) - 1
+    out = np.empty(n, dtype=dt)
+    at: list[np.ndarray] = []
+    count = 0
+    for a in range(0, n, _CHUNK):
+        b = min(a + _CHUNK, n)
+        x = flat[a:b + 1].astype(np.int64, copy=False)
+        step = x[1:] - x[:-1]  # as np.diff: wraps like the sum that restores the values
+        small = out[a:b]
+        np.copyto(small, step, casting="unsafe")  # a big step wraps: replaced when widened
+        bad = np.flatnonzero(small != step)
+        if len(bad):
+            count += len(bad)
+            if count > _MAX_BIG_STEPS:
+                return None
+            at.append(bad + a)
+    if not at:
+        return out, [], []
+    big_at = np.concatenate(at)
+    big = flat[big_at + 1].astype(np.int64) - flat[big_at].astype(np.int64)
+    return out, big_at.tolist(), big.tolist()
+
+
+def _constant_float(flat: np.ndarray) -> bool:
+    """Do all elements of the float array ``flat`` equal the first (NaNs equal, -0.0 not
+    0.0)? A bitwise comparison decides, except NaNs of several payloads."""
+    bits = flat.view(f"u{flat.dtype.itemsize}")
+    if (bits == bits[0]).all():
+        return True
+    if not np.isnan(flat[0]):  # equal non-NaN floats of one sign have the same bits
+        return False
+    sign = np.signbit(flat)
+    return bool(np.isnan(flat).all()) and sign.all() == sign.any()
 
 
 def _int_dtype(lo: int, hi: int) -> np.dtype | None:
