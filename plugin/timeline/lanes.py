@@ -91,7 +91,9 @@ def assign_lanes(trace: Trace, tree: HostTree | None = None) -> Layout:
     vis_end = end.copy()
     lanes: list[Lane] = []
 
-    is_device = np.isin(kind, np.array(DEVICE_KINDS, dtype=np.uint8))
+    device_kind = np.zeros(256, dtype=bool)  # kind (uint8) -> is a device kind
+    device_kind[np.array(DEVICE_KINDS, dtype=np.int64)] = True
+    is_device = device_kind[kind]
     is_sync = kind == Kind.SYNC
     host_rows = np.flatnonzero(~is_device)
     dev_rows = np.flatnonzero(is_device & ~is_sync)
@@ -100,12 +102,14 @@ def assign_lanes(trace: Trace, tree: HostTree | None = None) -> Layout:
     clipped = 0
     # --- host threads -------------------------------------------------------------------
     if len(host_rows):
-        tids = np.unique(trace.thread[host_rows])
+        thread = trace.thread[host_rows]
+        tids = np.flatnonzero(np.bincount(thread, minlength=len(trace.threads)))
         tids = sorted(tids.tolist(), key=lambda t: (_sort_key(trace.threads[t][0]),
                                                     _sort_key(trace.threads[t][1])))
         dense = np.full(len(trace.threads), -1, dtype=np.int64)
         dense[np.array(tids, dtype=np.int64)] = np.arange(len(tids))
-        group = dense[trace.thread[host_rows]]
+        group = dense[thread]
+        del thread
         depth, vend = host_depths(trace, host_rows, tree)
         clipped = int((vend < end[host_rows]).sum())
         row[host_rows] = depth
@@ -162,20 +166,20 @@ def host_depths(trace: Trace, rows: np.ndarray, tree: HostTree | None) -> tuple[
     when given, else built here. The threads also holding events the analysis does not nest
     (the ``Trace`` span, unknown categories) are nested together by the same function."""
     tree = build_tree(trace) if tree is None else tree
-    depth = np.zeros(len(rows), dtype=np.int32)
-    vis_end = trace.start[rows] + trace.dur[rows]
-    alone = tree.pos_of_row[rows] < 0
-    if alone.any():
-        threads = np.unique(trace.thread[rows[alone]])
-        redo = np.isin(trace.thread[rows], threads)
-        trees = [(tree, ~redo), (build_tree(trace, rows[redo]), redo)]
+    pos = tree.pos_of_row[rows]
+    if len(tree):  # wrong where pos is -1: those rows are redone below
+        depth, vis_end = tree.depth()[pos], tree.end[pos]
     else:
-        trees = [(tree, np.ones(len(rows), dtype=bool))]
-    for t, sel in trees:
-        pos = t.pos_of_row[rows[sel]]
-        depth[sel] = t.depth()[pos]
-        vis_end[sel] = t.end[pos]
-    return depth, vis_end
+        depth, vis_end = np.zeros((2, len(rows)), dtype=np.int64)
+    if len(pos) and pos.min() < 0:
+        redo_thread = np.zeros(len(trace.threads), dtype=bool)
+        redo_thread[trace.thread[rows[pos < 0]]] = True
+        redo = np.flatnonzero(redo_thread[trace.thread[rows]])
+        own = build_tree(trace, rows[redo])
+        pos = own.pos_of_row[rows[redo]]
+        depth[redo] = own.depth()[pos]
+        vis_end[redo] = own.end[pos]
+    return depth.astype(np.int32), vis_end
 
 
 # --- device packing -------------------------------------------------------------------------
