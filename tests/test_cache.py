@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 import pytest
@@ -119,6 +120,18 @@ def test_small_arrays_share_one_file_big_ones_are_mapped(tmp_path, trace_file):
     assert sorted(hit.names()) == ["a", "b", "big", "c"]
     assert hit.array("b").shape == (2, 3) and hit.array("c").tolist() == [0.1, 0.2]
     assert isinstance(hit.array("big"), np.memmap) and (hit.array("big") == big).all()
+
+
+def test_checksums_are_crc32_of_the_files(tmp_path, trace_file):
+    """The manifest's checksums are zlib's CRC-32 of each file, whichever library computes
+    them (ISA-L's when installed, issue 19)."""
+    cache = DiskCache(str(tmp_path / "c"))
+    cache.put(trace_file, {"v": 1}, {"big": np.arange(100_000) * 7, "small": np.arange(5)})
+    hit = cache.get(trace_file)
+    assert sorted(hit.manifest["files"]) == ["big.npy", "meta.json", "small.bin"]
+    for name, record in hit.manifest["files"].items():
+        with open(os.path.join(hit.folder, name), "rb") as f:
+            assert record["crc32"] == f"{zlib.crc32(f.read()):08x}", name
 
 
 def test_changed_file_is_a_miss(tmp_path, trace_file):

@@ -32,12 +32,16 @@ import shutil
 import socket
 import tempfile
 import time
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import orjson
+
+try:  # ISA-L's CRC-32: the same checksums, ~6x faster than zlib's (issue 19)
+    from isal.isal_zlib import crc32
+except ImportError:  # a platform without an isal wheel
+    from zlib import crc32  # type: ignore[assignment]
 
 from .. import __version__
 from ..fs import filesystem_of
@@ -81,12 +85,12 @@ def default_root() -> str:
 
 
 def _digest(path: str) -> str:
-    """CRC-32 of a file: catches torn or corrupted files at ~2 GB/s (a cryptographic hash
-    would cost 3x more on every cached re-open and protects nothing more here)."""
+    """CRC-32 of a file: catches torn or corrupted files at memory speed (a cryptographic
+    hash would cost far more on every cached re-open and protects nothing more here)."""
     crc = 0
     with open(path, "rb") as f:
         while block := f.read(1 << 22):
-            crc = zlib.crc32(block, crc)
+            crc = crc32(block, crc)
     return f"{crc:08x}"
 
 
@@ -101,7 +105,7 @@ def _write(path: str, *parts: bytes | memoryview) -> dict:
     with open(path, "wb") as f:
         for part in parts:
             f.write(part)
-            crc = zlib.crc32(part, crc)
+            crc = crc32(part, crc)
             size += len(part)
     return {"size": size, "crc32": f"{crc:08x}"}
 
@@ -319,7 +323,7 @@ class Entry:
             if self._small is None:
                 with open(os.path.join(self.folder, SMALL_FILE), "rb") as f:
                     blob = f.read()
-                if f"{zlib.crc32(blob):08x}" != self.manifest["files"][SMALL_FILE]["crc32"]:
+                if f"{crc32(blob):08x}" != self.manifest["files"][SMALL_FILE]["crc32"]:
                     raise ValueError("cache file of small arrays is corrupt")
                 self._small = blob
             self._arrays[name] = _load_small(self._small, packed[name])
