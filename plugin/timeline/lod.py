@@ -85,27 +85,31 @@ class LOD:
         if (max(nrows, 1) << self.shift) >= 2**62:
             raise ValueError("trace too long for the timeline index")
         self.mask = (1 << self.shift) - 1
-        key = (row.astype(np.int64) << self.shift) | start
+        # (in place where possible: a big trace's temporaries cost more to allocate than
+        # to compute)
+        key = row.astype(np.int64)
+        np.bitwise_or(np.left_shift(key, self.shift, out=key), start, out=key)
         order = np.argsort(key, kind="stable")
-        row_sorted = row[order]
+        row_sorted = row[order].astype(np.int64, copy=False)
         end_sorted = end[order]
-        key_end = (row_sorted.astype(np.int64) << self.shift) | end_sorted
+        key_end = np.bitwise_or(np.left_shift(row_sorted, self.shift), end_sorted)
         if len(order) and (key_end[1:] < key_end[:-1]).any():
             # only zero-length events may tie on a start; put them first
             order = np.lexsort((end, key))
-            row_sorted = row[order]
+            row_sorted = row[order].astype(np.int64, copy=False)
             end_sorted = end[order]
-            key_end = (row_sorted.astype(np.int64) << self.shift) | end_sorted
+            key_end = np.bitwise_or(np.left_shift(row_sorted, self.shift), end_sorted)
         #: level 0, sorted by (row, start): keys ``row << shift | time`` and event ids
         self.key_start = key[order]
+        del key
         self.key_end = key_end
         self.ev = order
         #: global row -> index of its first event in level 0 (length nrows + 1)
         self.row_first = np.searchsorted(self.key_start,
                                          np.arange(nrows + 1, dtype=np.int64) << self.shift)
         self.levels = [Level(0, None)]
-        self.levels += _coarse_levels(self.key_start & self.mask, end_sorted, row_sorted, order,
-                                      name, nrows, hi)
+        self.levels += _coarse_levels(np.bitwise_and(self.key_start, self.mask), end_sorted,
+                                      row_sorted, order, name, nrows, hi)
 
     def take_raw(self, idx: np.ndarray) -> Items:
         """Level-0 positions ``idx`` as single-event items."""
@@ -233,7 +237,7 @@ def _coarse_levels(start: np.ndarray, end: np.ndarray, row: np.ndarray, ev: np.n
                    names: np.ndarray, nrows: int, hi: int) -> list[Level]:
     """The coarse levels over level 0 (``start``, ``end``, global ``row`` and event id of
     each event, sorted by row then start; ``names``: name of each event id; ``hi``: the
-    latest end).
+    latest end). ``row`` (int64) is overwritten.
 
     Level ``L`` merges runs of consecutive items of level ``L - 1`` inside one bucket; a run
     of items inside a bucket is a run of events inside it, so a level is the same when
@@ -247,9 +251,15 @@ def _coarse_levels(start: np.ndarray, end: np.ndarray, row: np.ndarray, ev: np.n
     if not n0:
         return []
     bits = (max(hi, 1) // BASE_BUCKET).bit_length() + 1
-    top = row.astype(np.int64) << bits
-    cut = _Cut(top | (start // BASE_BUCKET),
-               np.bitwise_or(top, np.maximum(end - 1, start) // BASE_BUCKET, out=top), None)
+    top = np.left_shift(row, bits, out=row)
+    b0 = np.floor_divide(start, BASE_BUCKET)
+    np.bitwise_or(b0, top, out=b0)
+    be = np.subtract(end, 1)
+    np.floor_divide(np.maximum(be, start, out=be), BASE_BUCKET, out=be)
+    np.bitwise_or(be, top, out=be)
+    del top, row
+    cut = _Cut(b0, be, None)
+    del b0, be
     ref: Items | None = None  # the last level kept (None: level 0)
     levels: list[Level] = []
     kept = n0
@@ -273,14 +283,15 @@ def _coarse_levels(start: np.ndarray, end: np.ndarray, row: np.ndarray, ev: np.n
     return levels
 
 
-def _longest(longest: np.ndarray, heads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _longest(longest: np.ndarray, heads: np.ndarray, scratch: bool = False
+             ) -> tuple[np.ndarray, np.ndarray]:
     """Per segment starting at ``heads``: the longest duration and the position of its
-    first element of that duration."""
+    first element of that duration. ``scratch``: ``longest`` may be overwritten."""
     n = len(longest)
     bits = max(n, 1).bit_length()
     if int(longest.max()) < (1 << (62 - bits)):
         # one reduceat: longest in the high bits, earliest position wins ties
-        key = np.left_shift(longest, bits)
+        key = np.left_shift(longest, bits, out=longest if scratch else None)
         np.bitwise_or(key, np.arange(n - 1, -1, -1, dtype=np.int64), out=key)
         best = np.maximum.reduceat(key, heads)
         del key
@@ -297,7 +308,7 @@ def _reduce_raw(start: np.ndarray, end: np.ndarray, ev: np.ndarray, names: np.nd
                 heads: np.ndarray) -> Items:
     """Items of the runs of level-0 events starting at ``heads``."""
     last = np.append(heads[1:], len(ev)) - 1
-    top, pick = _longest(end - start, heads)
+    top, pick = _longest(end - start, heads, scratch=True)
     pick_ev = ev[pick]
     return Items(start=start[heads], end=end[last], count=np.diff(np.append(heads, len(ev))),
                  longest=top, name=names[pick_ev], ev=pick_ev, first=heads)
