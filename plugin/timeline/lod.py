@@ -90,26 +90,26 @@ class LOD:
         key = row.astype(np.int64)
         np.bitwise_or(np.left_shift(key, self.shift, out=key), start, out=key)
         order = np.argsort(key, kind="stable")
-        row_sorted = row[order].astype(np.int64, copy=False)
+        key_start = key[order]
         end_sorted = end[order]
-        key_end = np.bitwise_or(np.left_shift(row_sorted, self.shift), end_sorted)
+        key_end = np.bitwise_or(key_start & ~self.mask, end_sorted)  # same row bits
         if len(order) and (key_end[1:] < key_end[:-1]).any():
             # only zero-length events may tie on a start; put them first
             order = np.lexsort((end, key))
-            row_sorted = row[order].astype(np.int64, copy=False)
+            key_start = key[order]
             end_sorted = end[order]
-            key_end = np.bitwise_or(np.left_shift(row_sorted, self.shift), end_sorted)
-        #: level 0, sorted by (row, start): keys ``row << shift | time`` and event ids
-        self.key_start = key[order]
+            key_end = np.bitwise_or(key_start & ~self.mask, end_sorted)
         del key
+        #: level 0, sorted by (row, start): keys ``row << shift | time`` and event ids
+        self.key_start = key_start
         self.key_end = key_end
         self.ev = order
         #: global row -> index of its first event in level 0 (length nrows + 1)
         self.row_first = np.searchsorted(self.key_start,
                                          np.arange(nrows + 1, dtype=np.int64) << self.shift)
         self.levels = [Level(0, None)]
-        self.levels += _coarse_levels(np.bitwise_and(self.key_start, self.mask), end_sorted,
-                                      row_sorted, order, name, nrows, hi)
+        self.levels += _coarse_levels(key_start & self.mask, end_sorted,
+                                      np.right_shift(key_start, self.shift), order, name, nrows, hi)
 
     def take_raw(self, idx: np.ndarray) -> Items:
         """Level-0 positions ``idx`` as single-event items."""
