@@ -92,13 +92,15 @@ class LOD:
         order = np.argsort(key, kind="stable")
         key_start = key[order]
         end_sorted = end[order]
-        key_end = np.bitwise_or(key_start & ~self.mask, end_sorted)  # same row bits
+        key_end = np.bitwise_and(key_start, ~self.mask)  # the same row bits
+        np.bitwise_or(key_end, end_sorted, out=key_end)
         if len(order) and (key_end[1:] < key_end[:-1]).any():
             # only zero-length events may tie on a start; put them first
             order = np.lexsort((end, key))
             key_start = key[order]
             end_sorted = end[order]
-            key_end = np.bitwise_or(key_start & ~self.mask, end_sorted)
+            key_end = np.bitwise_and(key_start, ~self.mask)
+            np.bitwise_or(key_end, end_sorted, out=key_end)
         del key
         #: level 0, sorted by (row, start): keys ``row << shift | time`` and event ids
         self.key_start = key_start
