@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 import pytest
 
-from stepscope.store.cache import DiskCache
+from stepscope.store.cache import _CHUNK, _MAX_BIG_STEPS, DiskCache, narrow, widen
 
 
 @pytest.fixture
@@ -75,6 +76,24 @@ def test_arrays_are_stored_narrow_and_read_back_exactly(tmp_path, trace_file):
     assert size["row keys"] == 5
 
 
+@pytest.mark.parametrize("n_big", [_MAX_BIG_STEPS, _MAX_BIG_STEPS + 1])
+def test_steps_are_coded_across_chunks_up_to_the_big_step_limit(n_big):
+    """Difference coding works chunk by chunk (issue 19): big steps on either side of a
+    chunk boundary come back exactly, and a dtype is used while at most _MAX_BIG_STEPS
+    steps do not fit it, however the big steps fall into chunks."""
+    n = 3 * _CHUNK + 5
+    step = np.ones(n, dtype=np.int64)
+    at = np.r_[_CHUNK - 1, _CHUNK, 2 * _CHUNK, np.arange(n_big - 3) * 7 + 5]
+    step[at] = -(3 * 10**9) - at  # too big for int8, int16 and int32 alike
+    arr = np.cumsum(step) + 10**12
+    stored, how = narrow(arr)
+    assert stored.dtype == (np.int8 if n_big <= _MAX_BIG_STEPS else np.int64)
+    assert widen(stored, how).tobytes() == arr.tobytes()
+    falling = np.array([7, 3, 2**32 - 1, 0] * (_CHUNK // 2), dtype=np.uint32)
+    stored, how = narrow(falling)  # steps wider than uint32 itself, and negative
+    assert widen(stored, how).tobytes() == falling.tobytes()
+
+
 def _stored_bytes(hit, name: str) -> int:
     """Bytes of ``name``'s data on disk (in small.bin, or its .npy less the header)."""
     rec = hit.manifest["packed"].get(name)
@@ -101,6 +120,18 @@ def test_small_arrays_share_one_file_big_ones_are_mapped(tmp_path, trace_file):
     assert sorted(hit.names()) == ["a", "b", "big", "c"]
     assert hit.array("b").shape == (2, 3) and hit.array("c").tolist() == [0.1, 0.2]
     assert isinstance(hit.array("big"), np.memmap) and (hit.array("big") == big).all()
+
+
+def test_checksums_are_crc32_of_the_files(tmp_path, trace_file):
+    """The manifest's checksums are zlib's CRC-32 of each file, whichever library computes
+    them (ISA-L's when installed, issue 19)."""
+    cache = DiskCache(str(tmp_path / "c"))
+    cache.put(trace_file, {"v": 1}, {"big": np.arange(100_000) * 7, "small": np.arange(5)})
+    hit = cache.get(trace_file)
+    assert sorted(hit.manifest["files"]) == ["big.npy", "meta.json", "small.bin"]
+    for name, record in hit.manifest["files"].items():
+        with open(os.path.join(hit.folder, name), "rb") as f:
+            assert record["crc32"] == f"{zlib.crc32(f.read()):08x}", name
 
 
 def test_changed_file_is_a_miss(tmp_path, trace_file):
@@ -164,7 +195,7 @@ def test_env_var_sets_root(tmp_path, monkeypatch):
 
 CHILD = """
 import sys, numpy as np
-from stepscope.store.cache import DiskCache
+from stepscope.store.cache import _CHUNK, _MAX_BIG_STEPS, DiskCache, narrow, widen
 c = DiskCache(sys.argv[1])
 for i in range(20):
     c.put(sys.argv[2], {"i": i}, {"a": np.arange(20000) + int(sys.argv[3])})

@@ -88,28 +88,34 @@ def assign_lanes(trace: Trace, tree: HostTree | None = None) -> Layout:
     end = start + trace.dur
     lane = np.full(n, -1, dtype=np.int32)
     row = np.zeros(n, dtype=np.int32)
-    vis_end = end.copy()
     lanes: list[Lane] = []
 
-    is_device = np.isin(kind, np.array(DEVICE_KINDS, dtype=np.uint8))
+    device_kind = np.zeros(256, dtype=bool)  # kind (uint8) -> is a device kind
+    device_kind[np.array(DEVICE_KINDS, dtype=np.int64)] = True
+    is_device = device_kind[kind]
     is_sync = kind == Kind.SYNC
     host_rows = np.flatnonzero(~is_device)
     dev_rows = np.flatnonzero(is_device & ~is_sync)
     sync_rows = np.flatnonzero(is_sync)
+    del is_device, is_sync
 
     clipped = 0
     # --- host threads -------------------------------------------------------------------
     if len(host_rows):
-        tids = np.unique(trace.thread[host_rows])
-        tids = sorted(tids.tolist(), key=lambda t: (_sort_key(trace.threads[t][0]),
-                                                    _sort_key(trace.threads[t][1])))
-        dense = np.full(len(trace.threads), -1, dtype=np.int64)
+        thread = trace.thread[host_rows]
+        present = np.zeros(len(trace.threads), dtype=bool)
+        present[thread] = True
+        tids = sorted(np.flatnonzero(present).tolist(),
+                      key=lambda t: (_sort_key(trace.threads[t][0]), _sort_key(trace.threads[t][1])))
+        dense = np.full(len(trace.threads), -1, dtype=np.int32)
         dense[np.array(tids, dtype=np.int64)] = np.arange(len(tids))
-        group = dense[trace.thread[host_rows]]
-        depth, vend = host_depths(trace, host_rows, tree)
+        group = dense[thread]
+        depth, vend = host_depths(trace, host_rows, tree, thread)
+        del thread
         clipped = int((vend < end[host_rows]).sum())
         row[host_rows] = depth
-        vis_end[host_rows] = vend
+        end[host_rows] = vend  # from here on, ``end`` is the drawn end
+        del vend
         nrows = np.zeros(len(tids), dtype=np.int64)
         np.maximum.at(nrows, group, depth.astype(np.int64) + 1)
         for g, t in enumerate(tids):
@@ -141,7 +147,7 @@ def assign_lanes(trace: Trace, tree: HostTree | None = None) -> Layout:
     for ln in lanes:
         ln.row0 = row0
         row0 += ln.rows
-    return Layout(lanes=lanes, lane=lane, row=row, vis_end=vis_end, clipped=clipped)
+    return Layout(lanes=lanes, lane=lane, row=row, vis_end=end, clipped=clipped)
 
 
 def _pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -156,26 +162,37 @@ def _pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # --- host nesting ---------------------------------------------------------------------------
 
 
-def host_depths(trace: Trace, rows: np.ndarray, tree: HostTree | None) -> tuple[np.ndarray, np.ndarray]:
+def host_depths(trace: Trace, rows: np.ndarray, tree: HostTree | None,
+                thread: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Nesting depth and clipped end (ns) of the host-lane events ``rows``, from the
     analysis' nesting (:func:`~stepscope.analysis.tree.build_tree`, SPEC §2.4.1): ``tree``
     when given, else built here. The threads also holding events the analysis does not nest
-    (the ``Trace`` span, unknown categories) are nested together by the same function."""
+    (the ``Trace`` span, unknown categories) are nested together by the same function.
+    ``thread``: ``trace.thread[rows]``, when the caller has it."""
     tree = build_tree(trace) if tree is None else tree
-    depth = np.zeros(len(rows), dtype=np.int32)
-    vis_end = trace.start[rows] + trace.dur[rows]
-    alone = tree.pos_of_row[rows] < 0
-    if alone.any():
-        threads = np.unique(trace.thread[rows[alone]])
-        redo = np.isin(trace.thread[rows], threads)
-        trees = [(tree, ~redo), (build_tree(trace, rows[redo]), redo)]
+    pos = tree.pos_of_row[rows]
+    if len(tree):  # wrong where pos is -1: those rows are redone below
+        depth, vis_end = _depth(tree)[pos], tree.end[pos]
     else:
-        trees = [(tree, np.ones(len(rows), dtype=bool))]
-    for t, sel in trees:
-        pos = t.pos_of_row[rows[sel]]
-        depth[sel] = t.depth()[pos]
-        vis_end[sel] = t.end[pos]
-    return depth, vis_end
+        depth, vis_end = np.zeros((2, len(rows)), dtype=np.int64)
+    if len(pos) and pos.min() < 0:
+        thread = trace.thread[rows] if thread is None else thread
+        redo_thread = np.zeros(len(trace.threads), dtype=bool)
+        redo_thread[thread[pos < 0]] = True
+        redo = np.flatnonzero(redo_thread[thread])
+        own = build_tree(trace, rows[redo])
+        pos = own.pos_of_row[rows[redo]]
+        depth[redo] = _depth(own)[pos]
+        vis_end[redo] = own.end[pos]
+    return depth.astype(np.int32), vis_end
+
+
+def _depth(tree: HostTree) -> np.ndarray:
+    """``tree.depth()`` (ancestors of each position, int64), in fewer passes: position ``i``
+    has ``i`` subtrees opened before it and ``#{j: subtree_end[j] <= i}`` of them closed."""
+    n = len(tree)
+    closed = np.cumsum(np.bincount(tree.subtree_end, minlength=n + 1)[:n])
+    return np.subtract(np.arange(n, dtype=np.int64), closed, out=closed)
 
 
 # --- device packing -------------------------------------------------------------------------

@@ -85,35 +85,33 @@ class LOD:
         if (max(nrows, 1) << self.shift) >= 2**62:
             raise ValueError("trace too long for the timeline index")
         self.mask = (1 << self.shift) - 1
-        key = (row.astype(np.int64) << self.shift) | start
+        # (in place where possible: a big trace's temporaries cost more to allocate than
+        # to compute)
+        key = row.astype(np.int64)
+        np.bitwise_or(np.left_shift(key, self.shift, out=key), start, out=key)
         order = np.argsort(key, kind="stable")
-        key_end = (row[order].astype(np.int64) << self.shift) | end[order]
+        key_start = key[order]
+        end_sorted = end[order]
+        key_end = np.bitwise_and(key_start, ~self.mask)  # the same row bits
+        np.bitwise_or(key_end, end_sorted, out=key_end)
         if len(order) and (key_end[1:] < key_end[:-1]).any():
             # only zero-length events may tie on a start; put them first
             order = np.lexsort((end, key))
-            key_end = (row[order].astype(np.int64) << self.shift) | end[order]
+            key_start = key[order]
+            end_sorted = end[order]
+            key_end = np.bitwise_and(key_start, ~self.mask)
+            np.bitwise_or(key_end, end_sorted, out=key_end)
+        del key
         #: level 0, sorted by (row, start): keys ``row << shift | time`` and event ids
-        self.key_start = key[order]
+        self.key_start = key_start
         self.key_end = key_end
         self.ev = order
         #: global row -> index of its first event in level 0 (length nrows + 1)
         self.row_first = np.searchsorted(self.key_start,
                                          np.arange(nrows + 1, dtype=np.int64) << self.shift)
         self.levels = [Level(0, None)]
-        s, e = start[order], end[order]
-        prev = Items(start=s, end=e, count=np.ones(len(order), dtype=np.int32), longest=e - s,
-                     name=self.names[order], ev=order, first=np.arange(len(order)))
-        prev_row = row[order]
-        kept = len(order)
-        bucket = BASE_BUCKET
-        while bucket < 2 * max(hi, 1) and len(prev) > nrows:
-            coarse = _coarsen(prev, prev_row, bucket)
-            if coarse is not None:
-                prev, prev_row = coarse
-                if len(prev) <= KEEP_RATIO * kept:
-                    self.levels.append(Level(bucket, prev, np.append(prev.first, len(order))))
-                    kept = len(prev)
-            bucket *= FACTOR
+        self.levels += _coarse_levels(key_start & self.mask, end_sorted,
+                                      np.right_shift(key_start, self.shift), order, name, nrows, hi)
 
     def take_raw(self, idx: np.ndarray) -> Items:
         """Level-0 positions ``idx`` as single-event items."""
@@ -197,29 +195,134 @@ def _expand(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.repeat(lo - offs, lens) + np.arange(total, dtype=np.int64)
 
 
-def _joins(prev: Items, row: np.ndarray, bucket: int, sl: slice = slice(None)) -> np.ndarray:
-    """``join[i]``: item ``i + 1`` continues the run of item ``i`` (same row, same bucket,
-    both inside it)."""
-    start, end, row = prev.start[sl], prev.end[sl], row[sl]
-    b0 = start // bucket
-    small = b0 == np.maximum(end - 1, start) // bucket
-    return (row[1:] == row[:-1]) & (b0[1:] == b0[:-1]) & small[1:] & small[:-1]
+class _Cut:
+    """The items of the last level built, as far as building the next one needs them: per
+    item, ``row << bits | bucket`` of its start (``b0``) and of its last ns (``be``: of
+    ``end - 1``, or of the start of a zero-length item) at the current bucket size, and the
+    index of its first element in the last level kept (``head``; None: that level's own
+    items). An item lies inside one bucket when ``b0 == be``; a bucket ``FACTOR`` times
+    bigger is a shift of both (the row's bits shift along, and stay apart)."""
+
+    def __init__(self, b0: np.ndarray, be: np.ndarray, head: np.ndarray | None):
+        self.b0, self.be, self.head = b0, be, head
+
+    def __len__(self) -> int:
+        return len(self.b0)
+
+    def joins(self, sl: slice = slice(None)) -> np.ndarray:
+        """``join[i]``: item ``i + 1`` continues the run of item ``i`` (same row, same bucket,
+        both inside it)."""
+        b0 = self.b0[sl]
+        small = b0 == self.be[sl]
+        return (b0[1:] == b0[:-1]) & small[1:] & small[:-1]
+
+    def heads(self) -> np.ndarray | None:
+        """First items of the runs merged at the current bucket; None when merging would
+        save less than ``1 - SKIP_RATIO`` of the items (not worth a level)."""
+        n = len(self)
+        if n > 64 * SAMPLE:  # estimate on evenly spaced slices first: most levels are skipped
+            offs = np.linspace(0, n - SAMPLE, 64).astype(np.int64)
+            joined = sum(int(self.joins(slice(o, o + SAMPLE)).sum()) for o in offs)
+            if joined < (1 - SKIP_RATIO) * 64 * (SAMPLE - 1) * 0.8:
+                return None
+        heads = np.flatnonzero(np.r_[True, ~self.joins()])
+        return None if len(heads) > SKIP_RATIO * n else heads
+
+    def merge(self, heads: np.ndarray) -> _Cut:
+        """The items merged into runs starting at ``heads``."""
+        last = np.append(heads[1:], len(self)) - 1
+        return _Cut(self.b0[heads], self.be[last],
+                    heads if self.head is None else self.head[heads])
 
 
-def _coarsen(prev: Items, row: np.ndarray, bucket: int) -> tuple[Items, np.ndarray] | None:
-    """Merge runs of consecutive items of a row lying inside one aligned bucket; None when
-    that would save less than ``1 - SKIP_RATIO`` of the items (not worth a level)."""
-    n = len(prev)
-    if n > 64 * SAMPLE:  # estimate on evenly spaced slices first: most levels are skipped
-        offs = np.linspace(0, n - SAMPLE, 64).astype(np.int64)
-        joined = sum(int(_joins(prev, row, bucket, slice(o, o + SAMPLE)).sum()) for o in offs)
-        if joined < (1 - SKIP_RATIO) * 64 * (SAMPLE - 1) * 0.8:
-            return None
-    heads = np.flatnonzero(np.r_[True, ~_joins(prev, row, bucket)])
-    if len(heads) > SKIP_RATIO * n:
-        return None
+def _coarse_levels(start: np.ndarray, end: np.ndarray, row: np.ndarray, ev: np.ndarray,
+                   names: np.ndarray, nrows: int, hi: int) -> list[Level]:
+    """The coarse levels over level 0 (``start``, ``end``, global ``row`` and event id of
+    each event, sorted by row then start; ``names``: name of each event id; ``hi``: the
+    latest end). ``row`` (int64) is overwritten.
+
+    Level ``L`` merges runs of consecutive items of level ``L - 1`` inside one bucket; a run
+    of items inside a bucket is a run of events inside it, so a level is the same when
+    built from any finer one. Hence only the bucket keys of each level are built from the
+    one before (shifted per level); the items of a level are reduced only when it is kept,
+    from the last level kept (issue 19: most of the build time went to levels dropped)."""
+    n0 = len(start)
+    step = FACTOR.bit_length() - 1
+    if FACTOR != 1 << step:
+        raise ValueError("FACTOR must be a power of 2")
+    if not n0:
+        return []
+    bits = (max(hi, 1) // BASE_BUCKET).bit_length() + 1
+    top = np.left_shift(row, bits, out=row)
+    b0 = np.floor_divide(start, BASE_BUCKET)
+    np.bitwise_or(b0, top, out=b0)
+    be = np.subtract(end, 1)
+    np.floor_divide(np.maximum(be, start, out=be), BASE_BUCKET, out=be)
+    np.bitwise_or(be, top, out=be)
+    del top, row
+    cut = _Cut(b0, be, None)
+    del b0, be
+    ref: Items | None = None  # the last level kept (None: level 0)
+    levels: list[Level] = []
+    kept = n0
+    bucket = BASE_BUCKET
+    while bucket < 2 * max(hi, 1) and len(cut) > nrows:
+        if bucket > BASE_BUCKET:
+            np.right_shift(cut.b0, step, out=cut.b0)
+            np.right_shift(cut.be, step, out=cut.be)
+        heads = cut.heads()
+        if heads is not None:
+            cut = cut.merge(heads)
+            if len(cut) <= KEEP_RATIO * kept:
+                if ref is None:
+                    ref = _reduce_raw(start, end, ev, names, cut.head)
+                else:
+                    ref = _reduce_items(ref, cut.head, n0)
+                levels.append(Level(bucket, ref, np.append(ref.first, n0)))
+                cut.head = None
+                kept = len(cut)
+        bucket *= FACTOR
+    return levels
+
+
+def _longest(longest: np.ndarray, heads: np.ndarray, scratch: bool = False
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Per segment starting at ``heads``: the longest duration and the position of its
+    first element of that duration. ``scratch``: ``longest`` may be overwritten."""
+    n = len(longest)
+    bits = max(n, 1).bit_length()
+    if int(longest.max()) < (1 << (62 - bits)):
+        # one reduceat: longest in the high bits, earliest position wins ties
+        key = np.left_shift(longest, bits, out=longest if scratch else None)
+        np.bitwise_or(key, np.arange(n - 1, -1, -1, dtype=np.int64), out=key)
+        best = np.maximum.reduceat(key, heads)
+        del key
+        pick = (n - 1) - (best & ((1 << bits) - 1))
+        return best >> bits, pick
     last = np.append(heads[1:], n) - 1
-    return reduce_segments(prev, heads, last), row[heads]
+    top = np.maximum.reduceat(longest, heads)
+    seg = np.repeat(np.arange(len(heads)), last - heads + 1)
+    cand = np.flatnonzero(longest == top[seg])
+    return top, cand[np.r_[True, seg[cand][1:] != seg[cand][:-1]]]
+
+
+def _reduce_raw(start: np.ndarray, end: np.ndarray, ev: np.ndarray, names: np.ndarray,
+                heads: np.ndarray) -> Items:
+    """Items of the runs of level-0 events starting at ``heads``."""
+    last = np.append(heads[1:], len(ev)) - 1
+    top, pick = _longest(end - start, heads, scratch=True)
+    pick_ev = ev[pick]
+    return Items(start=start[heads], end=end[last], count=np.diff(np.append(heads, len(ev))),
+                 longest=top, name=names[pick_ev], ev=pick_ev, first=heads)
+
+
+def _reduce_items(ref: Items, heads: np.ndarray, n0: int) -> Items:
+    """Items of the runs of ``ref``'s items starting at ``heads`` (over ``n0`` events)."""
+    last = np.append(heads[1:], len(ref)) - 1
+    top, pick = _longest(ref.longest, heads)
+    first = ref.first[heads]
+    return Items(start=ref.start[heads], end=ref.end[last], count=np.diff(np.append(first, n0)),
+                 longest=top, name=ref.name[pick], ev=ref.ev[pick], first=first)
 
 
 def reduce_segments(prev: Items, heads: np.ndarray, last: np.ndarray) -> Items:
