@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import orjson
 import pytest
 from conftest import SHARED
-from tracebuild import op, step
+from tracebuild import NO_SHARED, op, step
 
 from stepscope.errors import Loading, NotReady, StepscopeError
 from stepscope.store.lazy import LazyTimeline, TimelineSlots, timeline_key
@@ -512,3 +512,35 @@ def test_decode_helpers_end_with_a_killed_reader():
     for p in alive:
         p.kill()
     assert not alive
+
+
+@pytest.mark.skipif(not RESNET4.exists(), reason=NO_SHARED)
+def test_views_built_in_a_second_thread_equal_the_serial_build(monkeypatch):
+    """A big trace builds the Module view in a second thread: every payload (and its order)
+    is the same as built one after the other."""
+    import stepscope.views as views
+    from stepscope.read.reader import read_trace
+    from stepscope.store.packing import pack
+
+    analysis = views.analyze(read_trace(str(RESNET4)))
+    monkeypatch.setattr(views, "THREADED_VIEWS", range(0))
+    serial = pack(views.ViewSet(analysis))
+    monkeypatch.setattr(views, "THREADED_VIEWS", range(10**9))
+    threaded = pack(views.ViewSet(analysis))
+    assert orjson.dumps(serial[0]) == orjson.dumps(threaded[0])
+    assert serial[1].keys() == threaded[1].keys()
+    for name, arr in serial[1].items():
+        assert arr.dtype == threaded[1][name].dtype and arr.tobytes() == threaded[1][name].tobytes()
+
+
+@pytest.mark.parametrize("events,trims", [(None, True), (10, False), (4_000_000, True)])
+def test_heap_is_trimmed_between_phases_of_big_traces_only(monkeypatch, events, trims):
+    """Between phases the C heap's free pages are given back for big traces (their peak),
+    kept for smaller ones (the next phase reuses them)."""
+    from stepscope.store import child
+
+    calls = []
+    monkeypatch.setattr(child, "TRIM_FROM_EVENTS", 4_000_000)
+    monkeypatch.setattr(child, "_malloc_trim", lambda: calls.append)
+    child.release_memory(events)
+    assert calls == ([0] if trims else [])
