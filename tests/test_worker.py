@@ -544,3 +544,26 @@ def test_heap_is_trimmed_between_phases_of_big_traces_only(monkeypatch, events, 
     monkeypatch.setattr(child, "_malloc_trim", lambda: calls.append)
     child.release_memory(events)
     assert calls == ([0] if trims else [])
+
+
+@pytest.mark.skipif(not RESNET4.exists(), reason=NO_SHARED)
+def test_analysis_in_two_threads_equals_the_serial_one(monkeypatch):
+    """A big trace runs the analysis' independent branches in two threads: the nesting, the
+    links, the operator accounts and every payload built from them are the same."""
+    import importlib
+
+    import stepscope.views as views
+    from stepscope.read.reader import read_trace
+    from stepscope.store.packing import pack
+
+    analyze_module = importlib.import_module("stepscope.analysis.analyze")
+    trace = read_trace(str(RESNET4))
+    monkeypatch.setattr(analyze_module, "THREADED_ANALYSIS", range(0))
+    serial = analyze_module.analyze(trace)
+    monkeypatch.setattr(analyze_module, "THREADED_ANALYSIS", range(10**9))
+    threaded = analyze_module.analyze(trace)
+    for a, b in ((serial.tree.parent, threaded.tree.parent), (serial.links.owner, threaded.links.owner),
+                 (serial.nodes.host_self, threaded.nodes.host_self),
+                 (serial.nodes.device_total, threaded.nodes.device_total)):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    assert orjson.dumps(pack(views.ViewSet(serial))[0]) == orjson.dumps(pack(views.ViewSet(threaded))[0])

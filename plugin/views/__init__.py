@@ -68,12 +68,13 @@ class ViewSet:
         with ThreadPoolExecutor(1) as pool:
             later = {v.name: pool.submit(v.build, analysis) for v in VIEWS if v.name in aside}
             built = {v.name: v.build(analysis) for v in VIEWS if v.name not in aside}
-            #: compact per-trace summaries of the run-level analyses (:mod:`stepscope.runlevel`)
-            self.summaries = runlevel.summaries_of(analysis)
+            summaries = runlevel.summaries_of(analysis)
             self._payloads = {v.name: built[v.name] if v.name in built else later[v.name].result()
                               for v in VIEWS}
         self._names = [v.name for v in VIEWS if v.has_data(analysis)]
         self._notes = notes(analysis)
+        #: compact per-trace summaries of the run-level analyses (:mod:`stepscope.runlevel`)
+        self.summaries = summaries
         self.timeline = timeline
 
     def __getstate__(self) -> dict:
