@@ -580,36 +580,6 @@ def test_one_ill_typed_value_drops_only_that_value(tmp_path, monkeypatch, helper
     assert "ignored 3 entries" in notes["ill_typed_events"]
 
 
-def test_builder_fast_paths_equal_the_per_value_rules():
-    """The C-speed conversions of a chunk's columns give what the per-value rules give, for
-    well-formed values (the fast path) and for every kind of ill-typed one (the fallback)."""
-    from stepscope.read.builder import _link_ids, _product, _products
-    from stepscope.read.columns import float_column
-    from stepscope.read.decode import ABSENT
-
-    dims = [[1, 2, 3], [0, 7, 1], [2**20, 1, 1], [-1, 2, 3], [1, 2], [True, 1, 1], None,
-            [1.5, 1, 1], "x", [2**40, 2**40, 2**40], [2**70, 1, 1]]
-    for case in ([dims[0], dims[1]], dims, [[5, 5, 5]] * 3, [dims[2], dims[0]], []):
-        assert _products(case).tolist() == [_product(d) for d in case]
-
-    def slow_float(v: object) -> float:
-        try:
-            x = float(v)  # what the old per-value loop did
-        except (TypeError, ValueError, OverflowError):
-            return float("nan")
-        return float("nan") if x in (float("inf"), float("-inf")) else x
-
-    values = [None, 3, "1.5", "1e999", "-inf", "nan", True, " 2 ", "1_0", "abc", [1], {"a": 1},
-              10**400, "0.30000000000000004"]
-    for case in (values[:3], values, ["1.25", "2"], [None], [], [[1, 2], [3, 4]]):
-        got = float_column(case)
-        assert np.array_equal(got, np.array([slow_float(v) for v in case]), equal_nan=True)
-
-    assert _link_ids([1, ABSENT, 7]).tolist() == [1, ABSENT, 7]
-    assert _link_ids([1, None, "12", ABSENT]).tolist() == [1, ABSENT, 12, ABSENT]
-    assert _link_ids([1, None, "x", 2**70, [3]]).tolist() == [1, ABSENT, -1, -1, -1]
-
-
 def test_link_ids_missing_null_and_both_spellings(tmp_path):
     """correlation / External id: missing or null -> -1; "External id" wins over the older
     "external id", which is used when the first is missing or null."""

@@ -13,10 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress, repeat
-from operator import attrgetter, eq
 from typing import Any, Union
 
 import numpy as np
@@ -25,7 +22,7 @@ from ..errors import TraceError
 from ..model import EVENT_COLUMNS, MEMORY_COLUMNS, Note, Trace
 from ..taxonomy import DEVICE_KINDS, HOST_KINDS, STEP_KINDS, STEP_NAME, Kind, category_kind
 from .columns import INT64_MAX, INT64_MIN, float_column, int_column, us_to_ns
-from .decode import ABSENT, Args, Event, TraceObject, decode_any
+from .decode import Args, Event, TraceObject, decode_any
 from .metadata import checked_metadata, metadata_note
 
 #: Events further than this from the median start are absurd (e.g. a `Record Window End`
@@ -74,10 +71,7 @@ class ColumnBuilder:
         self.shapes: dict[str, int] = {}
         self.stacks: dict[str, int] = {}
         self.comms: dict[tuple, int] = {}
-        self._raw_shapes: dict[bytes, int] = _interner()  # raw Input Dims -> raw id
-        self._shape_of: list[int] = []  # raw id -> shape id (-1: none)
-        self._raw_stacks: dict = _interner()  # Call stack value -> raw id
-        self._stack_of: list[int] = []  # raw id -> stack id (-1: not a stack)
+        self._raw_shapes: dict[bytes, int] = {}
         self._kind_of: list[int] = []      # string id -> Kind of that string as a category
         self._is_step: list[bool] = []     # string id -> matches ProfilerStep#N
         self._not_text: list[bool] = []    # string id -> an ill-typed value, not a string
@@ -100,7 +94,7 @@ class ColumnBuilder:
             kept = [e for e in events if type(e) is Event]
             self.non_events += len(events) - len(kept)
             events = kept
-        phases = list(map(_PH, events))
+        phases = [e.ph for e in events]
         try:
             counts = Counter(phases)
         except TypeError:  # an unhashable ph (list, object)
@@ -109,20 +103,18 @@ class ColumnBuilder:
         for ph in [p for p in counts if type(p) not in _TEXT]:  # few keys: cheap
             self.bad_values["ph"] += counts.pop(ph)
         self.phases.update(counts)
-        xs = events if counts.get("X", 0) == len(events) else _where(events, phases, "X")
-        if counts.get("i"):
-            mem = [e for e in _where(events, phases, "i") if e.name == "[memory]"]
-            if mem:
-                self.memory.append(_memory_columns(mem, self._checked_args(mem), self.threads))
+        xs = [e for e, p in zip(events, phases) if p == "X"]
+        mem = [e for e, p in zip(events, phases) if p == "i" and e.name == "[memory]"]
+        if mem:
+            self.memory.append(_memory_columns(mem, self._checked_args(mem), self.threads))
         if xs:
             cols, ok = self._event_columns(xs)
             self.chunks.append(cols)
             self.ok.append(ok)
-        if counts.get("s") or counts.get("f"):
-            flows = [e for e in compress(events, map(_FLOW_PHASES.__contains__, phases))
-                     if e.cat == "cpu_to_cuda" and type(e.pid) in _LANE and type(e.tid) in _LANE]
-            if flows:
-                self.flows.append(self._flow_columns(flows))
+        flows = [e for e, p in zip(events, phases) if p in ("s", "f") and e.cat == "cpu_to_cuda"
+                 and type(e.pid) in _LANE and type(e.tid) in _LANE]
+        if flows:
+            self.flows.append(self._flow_columns(flows))
 
     def _flow_columns(self, flows: list[Event]) -> dict[str, np.ndarray]:
         """Ends of legacy ``cpu_to_cuda`` flows (``s`` on the op, ``f`` on the kernel)."""
@@ -211,78 +203,48 @@ class ColumnBuilder:
         is_step = np.array(self._is_step, dtype=bool)[name_ids]
         kind[is_step & np.isin(kind, STEP_KINDS)] = Kind.STEP
 
-        args = self._filled_args([e.args for e in xs])
+        args = self._checked_args(xs)
         cols = {
             "kind": kind, "cat": cat_ids, "name": name_ids,
             "thread": thread_ids, "start": start, "dur": dur,
             **_link_columns(args, kind, pids, tids),
             **_kernel_columns(args, kind, self.bad_values),
         }
-        host = np.flatnonzero(np.isin(kind, HOST_KINDS))
-        host_args = list(map(args.__getitem__, host.tolist()))
-        cols["shape"], cols["stack"] = self._host_columns(host_args, host, n)
-        cols["comm"] = self._comm_column(host_args, host, n)
+        cols["shape"], cols["stack"] = self._host_columns(args, kind)
+        cols["comm"] = self._comm_column(args, kind)
         return cols, ok
 
-    def _filled_args(self, args: Sequence) -> Sequence:
-        """The events' ``args`` with a missing one (or an ill-typed one: counted) replaced by
-        an empty :class:`~.decode.Args` (every field at its default)."""
-        types = set(map(type, args))  # one C-speed pass
-        if types == {Args}:
-            return args
-        if not types <= _ARGS:
-            args = self._checked(args, "args", _ARGS)
-        return [_NO_ARGS if a is None else a for a in args]
-
-    def _host_columns(self, args: list, rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """Input shapes (printed as torch prints them) and call stacks of the host events at
-        ``rows`` (``args``: theirs) of a chunk of ``n`` events; -1 where absent. Each distinct
-        raw value is interned once (:attr:`_raw_shapes`, :attr:`_raw_stacks`), then mapped to
-        its shape or stack id."""
+    def _host_columns(self, args: list, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Input shapes (printed as torch prints them) and call stacks of host events."""
+        n = len(args)
         shape = np.full(n, -1, dtype=np.int32)
         stack = np.full(n, -1, dtype=np.int32)
-        if not args:
-            return shape, stack
-        raw = [bytes(a.input_dims) or bytes(a.input_dims_lc) for a in args]  # or older name
-        stacks = [a.call_stack for a in args]
-        shape[rows] = self._interned(raw, self._raw_shapes, self._shape_of, self._shape_id)
-        try:
-            stack[rows] = self._interned(stacks, self._raw_stacks, self._stack_of, self._stack_id)
-        except TypeError:  # an unhashable (ill-typed) call stack: not a stack
-            stacks = [s if type(s) is str else None for s in stacks]
-            stack[rows] = self._interned(stacks, self._raw_stacks, self._stack_of, self._stack_id)
+        raw_ids, shapes, stacks = self._raw_shapes, self.shapes, self.stacks
+        for i in np.flatnonzero(np.isin(kind, HOST_KINDS)).tolist():
+            a = args[i]
+            if a is None:
+                continue
+            raw = bytes(a.input_dims) or bytes(a.input_dims_lc)
+            if raw:
+                sid = raw_ids.get(raw)
+                if sid is None:
+                    sid = raw_ids[raw] = shapes.setdefault(_format_dims(raw), len(shapes))
+                shape[i] = sid
+            if type(a.call_stack) is str and a.call_stack:
+                stack[i] = stacks.setdefault(a.call_stack, len(stacks))
         return shape, stack
 
-    @staticmethod
-    def _interned(values: Sequence, raw_ids: dict, id_of: list, new_id) -> np.ndarray:
-        """Ids of ``values`` (hashable): ``raw_ids`` interns each distinct value, ``id_of``
-        maps its raw id to ``new_id(value)`` (computed once per distinct value)."""
-        ids = np.fromiter(map(raw_ids.__getitem__, values), np.int64, len(values))
-        id_of += [new_id(v) for v in list(raw_ids)[len(id_of):]]
-        return np.array(id_of, dtype=np.int32)[ids]
-
-    def _shape_id(self, raw: bytes) -> int:
-        """Shape id of raw ``Input Dims`` JSON; -1 for none."""
-        return self.shapes.setdefault(_format_dims(raw), len(self.shapes)) if raw else -1
-
-    def _stack_id(self, text: object) -> int:
-        """Stack id of a ``Call stack`` value; -1 unless it is non-empty text."""
-        return self.stacks.setdefault(text, len(self.stacks)) if type(text) is str and text \
-            else -1
-
-    def _comm_column(self, args: list, rows: np.ndarray, n: int) -> np.ndarray:
-        """``record_param_comms`` args of the host events at ``rows`` (SPEC §4.3), interned
-        in ``comms``."""
-        comm = np.full(n, -1, dtype=np.int32)
-        if not args:
-            return comm
-        for j in [j for j, a in enumerate(args)
-                  if a.collective_name is not None or a.in_nelems is not None]:
-            a = args[j]
+    def _comm_column(self, args: list, kind: np.ndarray) -> np.ndarray:
+        """``record_param_comms`` args of host events (SPEC §4.3), interned in ``comms``."""
+        comm = np.full(len(args), -1, dtype=np.int32)
+        for i in np.flatnonzero(np.isin(kind, HOST_KINDS)).tolist():
+            a = args[i]
+            if a is None or (a.collective_name is None and a.in_nelems is None):
+                continue
             pg = a.pg_name if a.pg_name is not None else a.pg_id
             key = (_text(a.collective_name), _count(a.in_nelems), _count(a.out_nelems),
                    _text(a.dtype), None if pg is None or isinstance(pg, (list, dict)) else str(pg))
-            comm[rows[j]] = self.comms.setdefault(key, len(self.comms))
+            comm[i] = self.comms.setdefault(key, len(self.comms))
         return comm
 
     # --- parts built elsewhere (another process) ---------------------------------------
@@ -398,14 +360,6 @@ _TEXT = frozenset({str, type(None)})
 _LANE = frozenset({str, int, type(None)})
 _ARGS = frozenset({Args, type(None)})
 _EVENT = frozenset({Event})
-_FLOW_PHASES = frozenset({"s", "f"})
-_PH = attrgetter("ph")
-_NO_ARGS = Args()
-
-
-def _where(events: list[Event], phases: list, ph: str) -> list[Event]:
-    """The events whose phase is ``ph`` (C-speed passes, no Python loop per event)."""
-    return list(compress(events, map(eq, phases, repeat(ph))))
 
 
 def _bad_lane(v: object) -> bool:
@@ -495,62 +449,34 @@ def _count(v: Any) -> int:
     return v if type(v) is int and 0 <= v <= INT64_MAX else -1
 
 
-def _link_columns(args: Sequence, kind: np.ndarray, pids: Sequence, tids: Sequence) -> dict:
-    """Correlation and external ids of every event (``args``: filled, see
-    :meth:`ColumnBuilder._filled_args`), device and stream of device events."""
-    if args:
-        corr = _link_ids([a.correlation for a in args])
-        ext = _link_ids([a.external_id for a in args])
-        ext_lc = _link_ids([a.external_id_lc for a in args])
-    else:
-        corr = ext = ext_lc = np.zeros(0, dtype=np.int64)
-    ext = np.where(ext == ABSENT, ext_lc, ext)  # "External id", else "external id"
-    corr[corr == ABSENT] = -1
-    ext[ext == ABSENT] = -1
+def _link_columns(args: list, kind: np.ndarray, pids: list, tids: list) -> dict:
+    corr = int_column([a.correlation if a is not None else None for a in args])
+    ext = int_column([(a.external_id if a.external_id is not None else a.external_id_lc)
+                      if a is not None else None for a in args])
     device = np.full(len(args), -1, dtype=np.int64)
     stream = np.full(len(args), -1, dtype=np.int64)
-    rows = np.flatnonzero(np.isin(kind, DEVICE_KINDS))
-    if len(rows):
-        sub = list(map(args.__getitem__, rows.tolist()))
-        devices, streams = [a.device for a in sub], [a.stream for a in sub]
-        if set(map(type, devices)) == set(map(type, streams)) == {int}:
-            try:  # every device event names its device and stream (int64): C speed
-                device[rows] = np.array(devices, dtype=np.int64)
-                stream[rows] = np.array(streams, dtype=np.int64)
-                return {"correlation": corr, "external_id": ext, "device": device,
-                        "stream": stream}
-            except OverflowError:
-                pass
-        rows = rows.tolist()
-        try:
-            _fill_lanes(device, stream, rows, args, pids, tids, lambda v: True)
-        except OverflowError:  # an args.device/stream beyond int64: use pid/tid instead
-            _fill_lanes(device, stream, rows, args, pids, tids,
-                        lambda v: INT64_MIN <= v <= INT64_MAX)
+    rows = np.flatnonzero(np.isin(kind, DEVICE_KINDS)).tolist()
+    try:
+        _fill_lanes(device, stream, rows, args, pids, tids, lambda v: True)
+    except OverflowError:  # an args.device/stream beyond int64: use pid/tid instead
+        _fill_lanes(device, stream, rows, args, pids, tids, lambda v: INT64_MIN <= v <= INT64_MAX)
     return {"correlation": corr, "external_id": ext, "device": device, "stream": stream}
 
 
-def _link_ids(values: Sequence) -> np.ndarray:
-    """Link ids decoded with :data:`~.decode.ABSENT` for a missing key -> int64; null is
-    absent too, other values that are not ids -> -1 (as :func:`~.columns.int_column`)."""
-    try:
-        return np.array(values, dtype=np.int64)  # all ints: C speed
-    except (TypeError, ValueError, OverflowError):
-        return int_column([ABSENT if v is None else v for v in values])
-
-
-def _fill_lanes(device: np.ndarray, stream: np.ndarray, rows: list[int], args: Sequence,
-                pids: Sequence, tids: Sequence, check) -> None:
+def _fill_lanes(device: np.ndarray, stream: np.ndarray, rows: list[int], args: list,
+                pids: list, tids: list, check) -> None:
     """Device and stream of device events: int ``args.device``/``args.stream`` that pass
     ``check``, else the number in pid/tid."""
     for i in rows:
         a = args[i]
-        d = a.device if type(a.device) is int and check(a.device) else _lane_int(pids[i])
-        s = a.stream if type(a.stream) is int and check(a.stream) else _lane_int(tids[i])
+        d = a.device if a is not None and type(a.device) is int and check(a.device) \
+            else _lane_int(pids[i])
+        s = a.stream if a is not None and type(a.stream) is int and check(a.stream) \
+            else _lane_int(tids[i])
         device[i], stream[i] = d, s
 
 
-def _kernel_columns(args: Sequence, kind: np.ndarray, bad: Counter) -> dict:
+def _kernel_columns(args: list, kind: np.ndarray, bad: Counter) -> dict:
     """Launch geometry and occupancy of kernels; ill-typed ``grid``/``block`` counted in
     ``bad``."""
     n = len(args)
@@ -560,37 +486,22 @@ def _kernel_columns(args: Sequence, kind: np.ndarray, bad: Counter) -> dict:
     occ = np.full(n, np.nan)
     rows = np.flatnonzero(kind == Kind.KERNEL)
     if len(rows):
-        sub = list(map(args.__getitem__, rows.tolist()))
-        grids, block_dims = [a.grid for a in sub], [a.block for a in sub]
-        per_sm, occupancy = [a.blocks_per_sm for a in sub], [a.occupancy for a in sub]
-        for col, field, dims in ((blocks, "grid", grids), (tpb, "block", block_dims)):
-            col[rows] = sizes = _products(dims)
-            if (sizes < 0).any() and (unknown := sum(s < 0 and d is not None
-                                                     for s, d in zip(sizes.tolist(), dims))):
+        sub = [args[i] for i in rows]
+        for col, field in ((blocks, "grid"), (tpb, "block")):
+            dims = [getattr(a, field) if a is not None else None for a in sub]
+            col[rows] = sizes = [_product(d) for d in dims]
+            if -1 in sizes and (unknown := sum(s < 0 and d is not None
+                                               for s, d in zip(sizes, dims))):
                 bad[field] += unknown
-        bps[rows] = float_column(per_sm)
-        occ[rows] = float_column(occupancy)
+
+        bps[rows] = float_column([a.blocks_per_sm if a is not None else None for a in sub])
+        occ[rows] = float_column([a.occupancy if a is not None else None for a in sub])
         # a percentage outside [0, 100] is not an occupancy (SPEC §2.7): unknown, counted
         out_of_range = (occ < 0) | (occ > 100)
         if out_of_range.any():
             bad["est. achieved occupancy %"] += int(out_of_range.sum())
             occ[out_of_range] = np.nan
     return {"blocks": blocks, "threads_per_block": tpb, "blocks_per_sm": bps, "occupancy": occ}
-
-
-def _products(dims: Sequence) -> np.ndarray:
-    """:func:`_product` of each value; at C speed when all are ``[x, y, z]`` lists of small
-    non-negative ints (what Kineto writes)."""
-    if set(map(type, dims)) == {list} and set(map(len, dims)) == {3}:
-        flat = list(chain.from_iterable(dims))
-        if set(map(type, flat)) == {int}:
-            try:
-                xyz = np.array(flat, dtype=np.int64).reshape(-1, 3)
-            except OverflowError:
-                xyz = None
-            if xyz is not None and xyz.min() >= 0 and xyz.max() < 2**20:  # product < 2**60
-                return xyz.prod(axis=1)
-    return np.array([_product(d) for d in dims], dtype=np.int64)
 
 
 def _product(dims: object) -> int:

@@ -36,13 +36,6 @@ def int_column(values: list, missing: int = -1) -> np.ndarray:
 def float_column(values: list) -> np.ndarray:
     """Python values (ints, decimal text from ``float_hook=str``) -> float64; bad or not
     finite (``"1e999999"``, ``"inf"``) -> nan."""
-    try:  # ints, decimal text and None (-> nan) convert at C speed, as float() would
-        out = np.array(values, dtype=np.float64)
-    except (TypeError, ValueError, OverflowError):
-        out = None
-    if out is not None and out.ndim == 1:
-        out[np.isinf(out)] = np.nan
-        return out
     out = np.full(len(values), np.nan)
     for i, v in enumerate(values):
         if v is None:

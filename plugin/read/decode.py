@@ -37,17 +37,12 @@ _PREFIX_LIMIT = 64 << 20  # metadata before traceEvents larger than this: decode
 MAX_EVENT_BYTES = 64 << 20
 
 
-#: Default of the link ids in :class:`Args` when the key is missing (an int, so that a
-#: chunk's ids convert to an array at C speed; the builder turns it into -1).
-ABSENT = -(2**63)
-
-
 class Args(msgspec.Struct, gc=False):
     """The ``args`` keys the model reads; all others are skipped unparsed."""
 
-    correlation: Any = ABSENT
-    external_id: Any = F(default=ABSENT, name="External id")
-    external_id_lc: Any = F(default=ABSENT, name="external id")
+    correlation: Any = None
+    external_id: Any = F(default=None, name="External id")
+    external_id_lc: Any = F(default=None, name="external id")
     device: Any = None
     stream: Any = None
     grid: Any = None  # [x, y, z] ints; checked by the builder
