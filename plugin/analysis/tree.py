@@ -76,11 +76,12 @@ class HostTree:
         return np.cumsum(delta[:n], dtype=np.int8).view(bool)
 
     def depth(self) -> np.ndarray:
-        """Number of ancestors of each position (int64), from the pre-order ranges: O(n)."""
+        """Number of ancestors of each position (int64), from the pre-order ranges: O(n).
+        Position ``i`` has ``i`` subtrees opened before it, and ``#{j: subtree_end[j] <= i}``
+        of them closed."""
         n = len(self.rows)
-        opened = np.bincount(np.arange(1, n + 1), minlength=n + 1)
-        opened -= np.bincount(self.subtree_end, minlength=n + 1)
-        return np.cumsum(opened, out=opened)[:n]
+        closed = np.cumsum(np.bincount(self.subtree_end, minlength=n + 1)[:n])
+        return np.subtract(np.arange(n, dtype=np.int64), closed, out=closed)
 
     def subtree_sum(self, raw: np.ndarray) -> np.ndarray:
         """Per position: the sum of the int64 ``raw`` over its subtree, itself included

@@ -172,7 +172,7 @@ def host_depths(trace: Trace, rows: np.ndarray, tree: HostTree | None,
     tree = build_tree(trace) if tree is None else tree
     pos = tree.pos_of_row[rows]
     if len(tree):  # wrong where pos is -1: those rows are redone below
-        depth, vis_end = _depth(tree)[pos], tree.end[pos]
+        depth, vis_end = tree.depth()[pos], tree.end[pos]
     else:
         depth, vis_end = np.zeros((2, len(rows)), dtype=np.int64)
     if len(pos) and pos.min() < 0:
@@ -182,17 +182,9 @@ def host_depths(trace: Trace, rows: np.ndarray, tree: HostTree | None,
         redo = np.flatnonzero(redo_thread[thread])
         own = build_tree(trace, rows[redo])
         pos = own.pos_of_row[rows[redo]]
-        depth[redo] = _depth(own)[pos]
+        depth[redo] = own.depth()[pos]
         vis_end[redo] = own.end[pos]
     return depth.astype(np.int32), vis_end
-
-
-def _depth(tree: HostTree) -> np.ndarray:
-    """``tree.depth()`` (ancestors of each position, int64), in fewer passes: position ``i``
-    has ``i`` subtrees opened before it and ``#{j: subtree_end[j] <= i}`` of them closed."""
-    n = len(tree)
-    closed = np.cumsum(np.bincount(tree.subtree_end, minlength=n + 1)[:n])
-    return np.subtract(np.arange(n, dtype=np.int64), closed, out=closed)
 
 
 # --- device packing -------------------------------------------------------------------------
