@@ -1,7 +1,8 @@
 """Process helpers: how analysis workers start (:func:`worker_context`,
-:func:`start_forkserver`), and, shared by the workers (:mod:`stepscope.store.child`) and the
+:func:`start_forkserver`); shared by the workers (:mod:`stepscope.store.child`) and the
 reader's decode helpers (:mod:`stepscope.read.reader`), a process that ends itself once the
-process it works for is gone (:func:`watch_parent`).
+process it works for is gone (:func:`watch_parent`); and, for the analysis and the views,
+independent work run in a second thread on big traces (:func:`second_thread`, :func:`later`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import sys
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -71,3 +74,28 @@ def _ensure_forkserver() -> None:
             forkserver.ensure_running()
     except Exception:  # noqa: BLE001 - only a warm-up: the pool starts it when needed
         log.debug("could not start the forkserver early", exc_info=True)
+
+
+#: From this many events on, memory is what limits a trace's analysis: its column-sized
+#: arrays (8 bytes an event) are above glibc's largest mmap threshold (32 MB), so they are
+#: mapped afresh whatever the heap holds (issue 19: x200 peaks near 4 GB).
+MEMORY_BOUND_EVENTS = 4_000_000
+#: Traces with this many events run independent analyses and views in a second thread (their
+#: numpy work runs without the GIL): not small ones (a thread costs more than it saves), nor
+#: memory-bound ones (both threads' temporaries at once: +0.3 GB at 14.7 M events).
+THREADED_EVENTS = range(200_000, MEMORY_BOUND_EVENTS)
+
+
+def second_thread(events: int):
+    """A one-thread pool for the work :func:`later` puts aside on a trace of ``events``
+    events, or a context giving None (that work then runs at once)."""
+    return ThreadPoolExecutor(1) if events in THREADED_EVENTS else nullcontext()
+
+
+def later(pool: ThreadPoolExecutor | None, fn, *args) -> Future:
+    """``fn(*args)`` in ``pool``'s thread, or at once when there is no pool."""
+    if pool is not None:
+        return pool.submit(fn, *args)
+    done: Future = Future()
+    done.set_result(fn(*args))
+    return done

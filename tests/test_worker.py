@@ -519,13 +519,14 @@ def test_views_built_in_a_second_thread_equal_the_serial_build(monkeypatch):
     """A big trace builds the Module view in a second thread: every payload (and its order)
     is the same as built one after the other."""
     import stepscope.views as views
+    from stepscope import processes
     from stepscope.read.reader import read_trace
     from stepscope.store.packing import pack
 
     analysis = views.analyze(read_trace(str(RESNET4)))
-    monkeypatch.setattr(views, "THREADED_VIEWS", range(0))
+    monkeypatch.setattr(processes, "THREADED_EVENTS", range(0))
     serial = pack(views.ViewSet(analysis))
-    monkeypatch.setattr(views, "THREADED_VIEWS", range(10**9))
+    monkeypatch.setattr(processes, "THREADED_EVENTS", range(10**9))
     threaded = pack(views.ViewSet(analysis))
     assert orjson.dumps(serial[0]) == orjson.dumps(threaded[0])
     assert serial[1].keys() == threaded[1].keys()
@@ -540,7 +541,7 @@ def test_heap_is_trimmed_between_phases_of_big_traces_only(monkeypatch, events, 
     from stepscope.store import child
 
     calls = []
-    monkeypatch.setattr(child, "TRIM_FROM_EVENTS", 4_000_000)
+    monkeypatch.setattr(child, "MEMORY_BOUND_EVENTS", 4_000_000)
     monkeypatch.setattr(child, "_malloc_trim", lambda: calls.append)
     child.release_memory(events)
     assert calls == ([0] if trims else [])
@@ -553,14 +554,15 @@ def test_analysis_in_two_threads_equals_the_serial_one(monkeypatch):
     import importlib
 
     import stepscope.views as views
+    from stepscope import processes
     from stepscope.read.reader import read_trace
     from stepscope.store.packing import pack
 
     analyze_module = importlib.import_module("stepscope.analysis.analyze")
     trace = read_trace(str(RESNET4))
-    monkeypatch.setattr(analyze_module, "THREADED_ANALYSIS", range(0))
+    monkeypatch.setattr(processes, "THREADED_EVENTS", range(0))
     serial = analyze_module.analyze(trace)
-    monkeypatch.setattr(analyze_module, "THREADED_ANALYSIS", range(10**9))
+    monkeypatch.setattr(processes, "THREADED_EVENTS", range(10**9))
     threaded = analyze_module.analyze(trace)
     for a, b in ((serial.tree.parent, threaded.tree.parent), (serial.links.owner, threaded.links.owner),
                  (serial.nodes.host_self, threaded.nodes.host_self),

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..model import Note, Trace
+from ..processes import later, second_thread
 from ..taxonomy import (
     COLLECTIVE_OP_NAME,
     COMMUNICATION_KERNEL_NAME,
@@ -111,25 +110,10 @@ def us(value_ns: int) -> str:
     return f"{round(value_ns / 1000):,}"
 
 
-#: Traces with this many events run :func:`analyze`'s independent branches in two threads:
-#: not small ones (a thread costs more than it saves), nor huge ones (both branches'
-#: temporaries at once raise the peak where memory is the constraint).
-THREADED_ANALYSIS = range(200_000, 4_000_000)
-
-
 def _operator_accounts(trace: Trace, tree, links, tc_kernel):
     """Operator nodes, the device time they account for, and call stacks (one branch)."""
     nodes = op_nodes(trace, tree, links, tc_kernel)
     return nodes, device_accounts(trace, tree, links, nodes), call_stacks(trace, tree)
-
-
-def _later(pool: ThreadPoolExecutor | None, fn, *args) -> Future:
-    """``fn(*args)`` in ``pool``'s thread, or at once when there is no pool."""
-    if pool is not None:
-        return pool.submit(fn, *args)
-    done: Future = Future()
-    done.set_result(fn(*args))
-    return done
 
 
 def analyze(trace: Trace) -> Analysis:
@@ -143,15 +127,15 @@ def analyze(trace: Trace) -> Analysis:
     # on a big trace two independent branches run at once in two threads (their numpy work
     # runs without the GIL): the nesting beside the links, then the operator accounts beside
     # the step breakdown
-    with ThreadPoolExecutor(1) if len(trace) in THREADED_ANALYSIS else nullcontext() as pool:
-        tree_job = _later(pool, build_tree, trace)
+    with second_thread(len(trace)) as pool:
+        tree_job = later(pool, build_tree, trace)
         direct = link(trace)
         tc_kernel = name_mask(trace, TENSOR_CORE_KERNEL, among=trace.kind == Kind.KERNEL)
         tree = tree_job.result()
         links = attach_by_time(trace, direct, tree)
         comm_kernel = communication_kernels(trace, links, tree)
         steps = find_steps(trace, links)
-        ops_job = _later(pool, _operator_accounts, trace, tree, links, tc_kernel)
+        ops_job = later(pool, _operator_accounts, trace, tree, links, tc_kernel)
         breakdown = step_breakdown(trace, steps, comm_kernel, gpu=gpu)
         gpus = gpu_summaries(trace, steps.window(), tc_kernel)
         nodes, accounts, (stack_ids, stack_strings) = ops_job.result()

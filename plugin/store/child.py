@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import AnalysisBug, StepscopeError
 from ..fs import filesystem_of
-from ..processes import watch_parent
+from ..processes import MEMORY_BOUND_EVENTS, watch_parent
 from ..read.reader import read_trace
 from .cache import DiskCache
 from .lazy import timeline_key
@@ -136,21 +136,16 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str,
                           "steps (torch.profiler schedule active=...) or free memory."}
 
 
-#: Traces with fewer events than this keep the C heap's free pages between phases: their
-#: column-sized arrays (8 bytes an event, at most glibc's 32 MB mmap threshold) come from
-#: the heap, and the next phase reuses the freed pages instead of faulting fresh ones in
-#: (issue 19, x50: analysis 2.25 -> 1.8 s, same peak). Bigger traces' arrays are mapped
-#: afresh anyway, and the freed pages would only add to their peak (x200: +0.5 GB).
-TRIM_FROM_EVENTS = 4_000_000
-
-
 def release_memory(events: int | None = None) -> None:
     """Give the C heap's free pages back to the system (glibc ``malloc_trim``; nothing
     elsewhere) between phases of a trace of ``events`` events (None: always). Between
     phases of a big trace, the freed decode objects and analysis intermediates otherwise
     stay in the process's RSS while the next phase allocates anew (issue 19: peak memory of
-    the process tree); see :data:`TRIM_FROM_EVENTS` for smaller ones."""
-    if events is not None and events < TRIM_FROM_EVENTS:
+    the process tree). Traces under :data:`~stepscope.processes.MEMORY_BOUND_EVENTS` keep
+    them: their column-sized arrays come from the heap, and the next phase reuses the freed
+    pages instead of faulting fresh ones in (x50: analysis 2.25 -> 1.8 s, same peak; at
+    x200 keeping them added 0.5 GB to the peak)."""
+    if events is not None and events < MEMORY_BOUND_EVENTS:
         return
     trim = _malloc_trim()
     if trim is not None:
