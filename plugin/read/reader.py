@@ -107,21 +107,21 @@ def _read_chunked(path: str, progress: Progress, pool: _Helpers | None) -> Trace
     notes: list[Note] = []
     builder = ColumnBuilder(path)
     split = Split(iter_bytes(path, notes, progress), os.path.basename(path), notes)
-    inflight: deque[tuple[Chunk | bytes, Future | Part | None, int | None]] = deque()
+    inflight: deque[tuple[Chunk, Future | Part | None, int | None]] = deque()
     held = b""  # chunks whose cut was not an event boundary, waiting to be joined
     local = Buffer()  # what this process decodes itself is written here
 
-    def settle(chunk: Chunk | bytes, result: Future | Part | None, slot: int | None) -> None:
+    def settle(chunk: Chunk, result: Future | Part | None, slot: int | None) -> None:
         nonlocal held
         if isinstance(result, Future):
             result = result.result()
         if slot is not None:
             pool.slots.release(slot)
         if held:
-            chunk, result = join_chunks(held, _data(chunk)), None
-            result = build_local(chunk)
+            chunk = Chunk([join_chunks(held, chunk.data())])
+            result = build_local(chunk.data())
         if result is None:
-            held = _data(chunk)
+            held = chunk.data()
             if len(held) > 8 * CHUNK_BYTES:  # no event boundary in 256 MB: damaged
                 raise NeedWholeDocument
         else:
@@ -160,10 +160,6 @@ def _busy(inflight: deque) -> int:
 
 def _settled(result: Future | Part | None) -> bool:
     return not isinstance(result, Future) or result.done()
-
-
-def _data(chunk: Chunk | bytes) -> bytes:
-    return chunk.data() if isinstance(chunk, Chunk) else chunk
 
 
 def build_local(chunk) -> Part | None:
