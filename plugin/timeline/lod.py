@@ -90,17 +90,11 @@ class LOD:
         key = row.astype(np.int64)
         np.bitwise_or(np.left_shift(key, self.shift, out=key), start, out=key)
         order = np.argsort(key, kind="stable")
-        key_start = key[order]
-        end_sorted = end[order]
-        key_end = np.bitwise_and(key_start, ~self.mask)  # the same row bits
-        np.bitwise_or(key_end, end_sorted, out=key_end)
+        key_start, end_sorted, key_end = self._sorted(key, end, order)
         if len(order) and (key_end[1:] < key_end[:-1]).any():
             # only zero-length events may tie on a start; put them first
             order = np.lexsort((end, key))
-            key_start = key[order]
-            end_sorted = end[order]
-            key_end = np.bitwise_and(key_start, ~self.mask)
-            np.bitwise_or(key_end, end_sorted, out=key_end)
+            key_start, end_sorted, key_end = self._sorted(key, end, order)
         del key
         #: level 0, sorted by (row, start): keys ``row << shift | time`` and event ids
         self.key_start = key_start
@@ -112,6 +106,16 @@ class LOD:
         self.levels = [Level(0, None)]
         self.levels += _coarse_levels(key_start & self.mask, end_sorted,
                                       np.right_shift(key_start, self.shift), order, name, nrows, hi)
+
+    def _sorted(self, key: np.ndarray, end: np.ndarray, order: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Start keys, ends and end keys (``row << shift | end``: the start key's row bits)
+        in ``order``."""
+        key_start = key[order]
+        end_sorted = end[order]
+        key_end = np.bitwise_and(key_start, ~self.mask)
+        np.bitwise_or(key_end, end_sorted, out=key_end)
+        return key_start, end_sorted, key_end
 
     def take_raw(self, idx: np.ndarray) -> Items:
         """Level-0 positions ``idx`` as single-event items."""
