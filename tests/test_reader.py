@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 from collections import Counter
 from decimal import Decimal
@@ -321,22 +322,26 @@ def test_deep_nesting_does_not_overflow(tmp_path):
         assert len(trace) == 4
 
 
-@pytest.mark.parametrize("helpers", [0, 1, "pipe"])
+@pytest.mark.parametrize("helpers", [0, 1, "pipe", "no slot"])
 @pytest.mark.parametrize("path", [RESNET0, NS_2024] + sorted(
     (TRACES / "param_v100_dlrm_8rank").glob("worker0*")), ids=lambda p: p.name[:20])
 def test_chunked_decode_equals_whole_document(path, helpers, monkeypatch):
     """Cutting the event list into many small chunks (decoded here, or every other one in a
-    helper process) gives exactly the one-piece result."""
-    from stepscope.read import decode, rawfile, shared
+    helper process) gives exactly the one-piece result, whichever way the helper's answers
+    come back (its slot, or the pipe) and when no chunk fits a slot (all decoded here)."""
+    from stepscope.read import decode, rawfile, reader, shared
 
     whole = read_trace(str(path))
-    if helpers == "pipe":  # no chunk fits a shared slot: every one goes through the pipe
+    if helpers == "pipe":  # the helper's answers come back through the pipe
+        monkeypatch.setattr(reader, "ANSWER_IN_SLOT", False)
+    elif helpers == "no slot":
         monkeypatch.setattr(shared, "SLOT_BYTES", 1)
-        helpers = 1
+    sent = _count_jobs_sent(monkeypatch)
     monkeypatch.setattr(decode, "CHUNK_BYTES", 50_000)
     monkeypatch.setattr(rawfile, "CHUNK", 7_919)
     monkeypatch.setattr(rawfile, "OUT_PIECE", 10_007)
-    chunked = read_trace(str(path), helpers=helpers)
+    chunked = read_trace(str(path), helpers=1 if helpers else 0)
+    assert (sent[0] > 0) == (helpers in (1, "pipe"))  # the helper decoded chunks
     for col in whole.events:
         if col in ("cat", "name"):  # interning order may differ: compare the strings
             assert [whole.strings[i] for i in whole.events[col]] == \
@@ -346,6 +351,48 @@ def test_chunked_decode_equals_whole_document(path, helpers, monkeypatch):
     assert sorted(whole.strings) == sorted(chunked.strings) and whole.shapes == chunked.shapes
     assert whole.origin_ns == chunked.origin_ns and whole.metadata == chunked.metadata
     assert whole.device_properties == chunked.device_properties
+
+
+def _count_jobs_sent(monkeypatch) -> list[int]:
+    """Count the chunks the reader hands to a helper process (``[count]``, updated)."""
+    from stepscope.read import reader
+
+    sent = [0]
+    send = reader._Helper.send
+
+    def counted(self, job):
+        ok = send(self, job)
+        sent[0] += ok
+        return ok
+    monkeypatch.setattr(reader._Helper, "send", counted)
+    return sent
+
+
+def test_an_error_in_a_helper_is_raised_by_the_reader(tmp_path, monkeypatch):
+    """What fails while a helper decodes a chunk fails the read as it would here (a
+    RecursionError is a 422), and the helper process is gone afterwards."""
+    import psutil
+
+    from stepscope.read import decode, rawfile, reader
+
+    events = [dict(GOOD[1], args={"External id": i}) for i in range(2000)]
+    path = _write(tmp_path, _doc(events))
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 5_000)
+    monkeypatch.setattr(rawfile, "CHUNK", 7_919)
+    monkeypatch.setattr(rawfile, "OUT_PIECE", 10_007)
+
+    here, decode_chunk = os.getpid(), reader.decode_chunk
+
+    def deep_in_helpers(chunk):
+        if os.getpid() != here:
+            raise RecursionError("maximum recursion depth exceeded")
+        return decode_chunk(chunk)
+    monkeypatch.setattr(reader, "decode_chunk", deep_in_helpers)  # the fork inherits it
+    sent = _count_jobs_sent(monkeypatch)
+    with pytest.raises(TraceError) as e:
+        read_trace(path, helpers=1)
+    assert e.value.status == 422 and "nested too deeply" in str(e.value.body())
+    assert sent[0] > 0 and not psutil.Process().children()
 
 
 @pytest.mark.parametrize("window", [None, 16])

@@ -15,12 +15,12 @@ import functools
 import gc
 import multiprocessing as mp
 import os
+import pickle
 import sys
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
-from typing import NamedTuple, Optional
+from typing import Optional
 
 from ..errors import TraceError
 from ..model import Note, Trace
@@ -103,20 +103,19 @@ def _decode_before_damage(buf: bytes, name: str, notes: list[Note]):
     raise first
 
 
-def _read_chunked(path: str, progress: Progress, pool: _Helpers | None) -> Trace:
+def _read_chunked(path: str, progress: Progress, helpers: _Helpers | None) -> Trace:
     notes: list[Note] = []
     builder = ColumnBuilder(path)
     split = Split(iter_bytes(path, notes, progress), os.path.basename(path), notes)
-    inflight: deque[tuple[Chunk, Future | Part | None, int | None]] = deque()
+    inflight: deque[_Job] = deque()  # in file order
     held = b""  # chunks whose cut was not an event boundary, waiting to be joined
     local = Buffer()  # what this process decodes itself is written here
 
-    def settle(chunk: Chunk, result: Future | Part | None, slot: int | None) -> None:
+    def settle(job: _Job) -> None:
         nonlocal held
-        if isinstance(result, Future):
-            result = result.result()
-        if slot is not None:
-            pool.slots.release(slot)
+        if job.helper is not None:
+            job.helper.wait_for(job)
+        chunk, result = job.chunk, job.result
         if held:
             chunk = Chunk([join_chunks(held, chunk.data())])
             result = build_local(chunk.data())
@@ -129,18 +128,15 @@ def _read_chunked(path: str, progress: Progress, pool: _Helpers | None) -> Trace
             builder.merge(result)
 
     for chunk in split:
-        slot = None
-        if pool is not None and _busy(inflight) < HELPER_QUEUE:  # else decode it here
-            slot = pool.slots.put(chunk)
-            future = pool.executor.submit(build_shared, slot, chunk.size) if slot is not None \
-                else pool.executor.submit(build_remote, chunk.data())
-            inflight.append((chunk, future, slot))
-        else:
-            inflight.append((chunk, build_local(local.holding(chunk)), None))
-        while inflight and (len(inflight) > HELPER_QUEUE + 1 or _settled(inflight[0][1])):
-            settle(*inflight.popleft())
+        job = _Job(chunk)
+        helper = helpers.least_busy() if helpers is not None else None
+        if helper is None or helper.busy() >= HELPER_QUEUE or not helper.send(job):
+            job.result = build_local(local.holding(chunk))  # else the helper decodes it
+        inflight.append(job)
+        while inflight and (len(inflight) > HELPER_QUEUE + 1 or inflight[0].done()):
+            settle(inflight.popleft())
     while inflight:
-        settle(*inflight.popleft())
+        settle(inflight.popleft())
     local.close()
     tail = join_chunks(held, b"[" + split.tail)[1:] if held else split.tail
     events, top = decode_tail(split, tail)
@@ -153,32 +149,131 @@ def _read_chunked(path: str, progress: Progress, pool: _Helpers | None) -> Trace
 HELPER_QUEUE = 2
 
 
-def _busy(inflight: deque) -> int:
-    """Chunks handed to a helper and not yet answered."""
-    return sum(isinstance(r, Future) and not r.done() for _, r, _ in inflight)
-
-
-def _settled(result: Future | Part | None) -> bool:
-    return not isinstance(result, Future) or result.done()
-
-
 def build_local(chunk) -> Part | None:
     """Columns of one chunk (bytes or a buffer), or None when it does not decode on its own."""
     events = decode_chunk(chunk)
     return None if events is None else build_part(events)
 
 
-def build_remote(chunk: bytes) -> Part | None:
-    """:func:`build_local` in a helper process (GC off there too)."""
-    gc.disable()
-    return build_local(chunk)
+class _Job:
+    """One chunk of the read: decoded here (``result`` set at once) or by ``helper``."""
+
+    __slots__ = ("chunk", "result", "helper", "slot")
+
+    def __init__(self, chunk: Chunk):
+        self.chunk = chunk
+        self.result: Part | None = None
+        self.helper: _Helper | None = None  # while a helper has it
+        self.slot: int | None = None
+
+    def done(self) -> bool:
+        """Is the result here? (a helper's answers are taken in as they come)"""
+        if self.helper is not None:
+            self.helper.collect()
+        return self.helper is None
 
 
-def build_shared(slot: int, size: int) -> Part | None:
-    """:func:`build_remote` of the chunk the reader wrote into shared ``slot``."""
+class _Helper:
+    """One forked decode process and the reader's end of its pipe.
+
+    The reader talks to it from its own thread only: a job is a slot number and length
+    (the chunk is in that shared slot), the answer is the pickled :class:`Part` written back
+    into the same slot (or, when it does not fit, sent through the pipe), so what crosses
+    the pipe is a few bytes each way. A ``ProcessPoolExecutor`` moved jobs and answers in a
+    thread of the reader that needs the GIL, which the reader holds while it decodes its
+    own chunk (msgspec holds it for a whole chunk): the helper sat idle for 0.05-0.1 s
+    between chunks, a quarter of its time (issue 19, x50: per-chunk timestamps)."""
+
+    def __init__(self, context, slots: Slots):
+        self.slots = slots
+        self.conn, theirs = context.Pipe()
+        self.process = context.Process(target=_helper_main, args=(theirs, slots, os.getpid()),
+                                       daemon=True, name="stepscope-decode")
+        self.process.start()
+        theirs.close()
+        self.waiting: deque[_Job] = deque()  # sent, not answered yet (answers come in order)
+
+    def busy(self) -> int:
+        """Chunks sent and not answered yet."""
+        self.collect()
+        return len(self.waiting)
+
+    def send(self, job: _Job) -> bool:
+        """Give ``job`` to this helper; False when its chunk fits no free slot."""
+        slot = self.slots.put(job.chunk)
+        if slot is None:
+            return False
+        self.conn.send((slot, job.chunk.size))
+        job.helper, job.slot = self, slot
+        self.waiting.append(job)
+        return True
+
+    def collect(self) -> None:
+        """Take in the answers that have come."""
+        while self.waiting and self.conn.poll():
+            self._receive()
+
+    def wait_for(self, job: _Job) -> None:
+        """Block until ``job`` (sent to this helper) is answered."""
+        while job.helper is self:
+            self._receive()
+
+    def _receive(self) -> None:
+        try:
+            where, answer = self.conn.recv()
+        except (EOFError, OSError):
+            raise RuntimeError("a decode helper process ended while it decoded a chunk "
+                               f"(exit code {self.process.exitcode})") from None
+        job = self.waiting.popleft()
+        if where == "slot":
+            answer = pickle.loads(self.slots.view(job.slot, answer))
+        self.slots.release(job.slot)
+        job.helper = None
+        if where == "error":
+            raise answer
+        job.result = answer
+
+    def stop(self) -> None:
+        """Ask the process to end and wait for it (end it if it does not)."""
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join()
+        self.conn.close()
+
+
+#: Answers go back through the job's slot (False: through the pipe; tests).
+ANSWER_IN_SLOT = True
+
+
+def _helper_main(conn, slots: Slots, reader_pid: int) -> None:
+    """A helper process: decode the chunks the reader puts in ``slots`` until told to stop.
+    It ends once the reader is gone (killed: it runs no cleanup)."""
+    watch_parent(reader_pid)
     gc.disable()
-    assert _slots is not None  # set before this helper was forked
-    return build_local(_slots.view(slot, size))
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            return
+        slot, size = job
+        try:
+            part = build_local(slots.view(slot, size))
+            blob = pickle.dumps(part, protocol=5) if ANSWER_IN_SLOT else b""
+        except BaseException as e:  # noqa: BLE001 - re-raised in the reader
+            conn.send(("error", e))
+            continue
+        if 0 < len(blob) <= slots.size:
+            slots.write(slot, blob)
+            conn.send(("slot", len(blob)))
+        else:
+            conn.send(("pipe", part))
 
 
 @contextmanager
@@ -193,38 +288,38 @@ def _gc_paused():
             gc.enable()
 
 
-def _helper_init(reader_pid: int) -> None:
-    """A helper ends once the process it decodes for is gone (killed: it runs no cleanup)."""
-    watch_parent(reader_pid)
-
-
-class _Helpers(NamedTuple):
+class _Helpers:
     """The helper processes of one read and the shared buffers they take chunks from."""
 
-    executor: ProcessPoolExecutor
-    slots: Slots
+    def __init__(self, count: int):
+        self.slots = Slots(HELPER_QUEUE * count + 1)  # the chunks helpers are given, one spare
+        context = mp.get_context("fork")  # forked now, before any thread of the read starts
+        self.helpers: list[_Helper] = []
+        try:
+            for _ in range(count):
+                self.helpers.append(_Helper(context, self.slots))
+        except BaseException:
+            self.close()
+            raise
 
+    def least_busy(self) -> _Helper:
+        return min(self.helpers, key=_Helper.busy)
 
-#: The shared buffers of the read in progress, set before its helpers are forked (they find
-#: them here, inherited); None otherwise.
-_slots: Slots | None = None
+    def close(self) -> None:
+        for helper in self.helpers:
+            helper.stop()
+        self.slots.close()
 
 
 @contextmanager
 def _helper_pool(helpers: int):
     """``helpers`` forked processes (with :class:`~.shared.Slots` mapped before the fork),
-    started before any thread of the read."""
-    global _slots
+    started before any thread of the read; None for none."""
     if helpers <= 0 or not hasattr(os, "fork"):
         yield None
         return
-    _slots = Slots(HELPER_QUEUE * helpers + 1)  # the chunks helpers are given, one spare
-    pool = ProcessPoolExecutor(helpers, mp_context=mp.get_context("fork"),
-                               initializer=_helper_init, initargs=(os.getpid(),))
+    pool = _Helpers(helpers)
     try:
-        pool.submit(int).result()  # fork now, while this process runs no other thread
-        yield _Helpers(pool, _slots)
+        yield pool
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        _slots.close()
-        _slots = None
+        pool.close()

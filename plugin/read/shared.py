@@ -5,9 +5,10 @@ of the one that joins its pieces: on two cores that was ~15 % of a big read's CP
 py-spy over both processes). :class:`Slots` are anonymous shared memory maps created *before*
 the helper processes are forked, so both sides see the same pages: the reader writes a chunk
 into a free slot (its one copy) and sends only the slot's number and length; the helper
-decodes straight from the slot. A chunk bigger than a slot, or one sent while every slot is
-busy, goes through the pipe as before. The chunks the reader decodes itself go through one
-reused :class:`Buffer` for the same reason (page faults of a fresh buffer per chunk).
+decodes straight from the slot and writes its answer (the pickled columns) back into it. A
+chunk bigger than a slot is decoded by the reader itself. The chunks the reader decodes
+itself go through one reused :class:`Buffer` for the same reason (page faults of a fresh
+buffer per chunk).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ SLOT_BYTES = 96 << 20
 
 class Slots:
     """``count`` shared buffers of ``size`` bytes; see the module doc. Used by one reader
-    thread: :meth:`put` and :meth:`release` in the reader, :meth:`view` in a helper."""
+    thread (:meth:`put`, :meth:`release`) and the helper a slot is given to (:meth:`view`
+    and :meth:`write`, until it answers)."""
 
     def __init__(self, count: int, size: int | None = None):
         self.size = size = size or SLOT_BYTES
@@ -40,8 +42,12 @@ class Slots:
         return slot
 
     def view(self, slot: int, size: int) -> memoryview:
-        """The first ``size`` bytes of ``slot`` (in the helper: the chunk written there)."""
+        """The first ``size`` bytes of ``slot`` (the chunk, or the answer, written there)."""
         return memoryview(self.maps[slot])[:size]
+
+    def write(self, slot: int, data: bytes) -> None:
+        """Write ``data`` (at most :attr:`size` bytes) at the start of ``slot``."""
+        self.maps[slot][: len(data)] = data
 
     def release(self, slot: int) -> None:
         """``slot`` may be written again (its helper has answered)."""
