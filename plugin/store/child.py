@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import AnalysisBug, StepscopeError
 from ..fs import filesystem_of
-from ..processes import MEMORY_BOUND_EVENTS, watch_parent
+from ..processes import MEMORY_BOUND_EVENTS, small_pages, watch_parent
 from ..read.reader import read_trace
 from .cache import DiskCache
 from .lazy import timeline_key
@@ -50,6 +50,7 @@ def _worker_main(conn: Any, server_pid: int) -> None:
     global _conn
     _conn = conn
     watch_parent(server_pid)
+    small_pages()
     while True:
         try:
             job = conn.recv()
