@@ -23,7 +23,7 @@ import time
 
 from . import __version__
 from .fs import filesystem, is_url, listing_error, redact, scrub
-from .processes import start_forkserver
+from .processes import small_pages, start_forkserver
 
 LOOPBACK_NAMES = ("localhost", "ip6-localhost")
 #: waitress request threads (requests are cheap: analysis runs on the store's threads)
@@ -132,6 +132,7 @@ def serve(argv: list[str]) -> int:
 def _serve(args: argparse.Namespace) -> int:
     if args.scheduler is None:  # local workers: their forkserver starts while we do
         start_forkserver()
+    small_pages()  # for the timelines this process loads (widened from the cache)
     from waitress.server import create_server
 
     _raise_fd_limit(CONNECTION_LIMIT + 1000)  # room for the connections and the trace files
