@@ -77,22 +77,29 @@ def _ensure_forkserver() -> None:
         log.debug("could not start the forkserver early", exc_info=True)
 
 
-def small_pages() -> None:
-    """Have numpy map this process's big arrays with ordinary 4 KiB pages, not transparent
-    huge pages (``madvise``, numpy's default on Linux), unless ``NUMPY_MADVISE_HUGEPAGE``
-    says otherwise. An analysis fills millions of fresh column-sized arrays once each: the
-    kernel zeroes a 2 MiB huge page whole at its first touch, out of the cache, and the
-    worker then writes it again. Issue 19, on this 2-core machine (a VM, THP ``madvise``):
-    x50 2021 analysis 1.6-1.7 s -> 1.1 s (system time 3.0 -> 1.8 s), x50 2024 read +
-    analysis + views 6.8-6.9 -> 6.3-6.4 s, x200 2021 analysis 11.0 -> 8.3 s; the server
-    loading a x50 timeline (602 MB widened from the cache) 1.25-1.5 -> 0.38 s."""
+def small_pages(small: bool = True) -> None:
+    """Have numpy map this process's big arrays with ordinary 4 KiB pages (``small``), or
+    with transparent huge pages (``madvise``, numpy's default on Linux); nothing when
+    ``NUMPY_MADVISE_HUGEPAGE`` says which. An analysis fills many fresh column-sized arrays
+    once each, and a huge page is zeroed whole at its first touch. Measured in issue 19 on
+    this 2-core machine (a VM, THP ``madvise``), small pages against huge ones:
+
+    - x50 2021: analysis 1.6-1.7 -> 1.1 s (system time 3.0 -> 1.8 s); x50 2024: read +
+      analysis + views 6.8-6.9 -> 6.3-6.4 s; x200 2021: analysis 11.0 -> 8.3 s, read to
+      stored views 34.7 -> 31.1 s;
+    - the server loading a timeline widened from the cache: x50 (602 MB) 1.25-1.5 ->
+      0.38 s, x200 (2.4 GB) 3.6-7.0 -> 1.4-1.5 s;
+    - but the timeline of a memory-bound trace is slower (x200: build + store 3.4 -> 4.7 s;
+      switching to huge pages for it alone made it 6.6 s: a VM pays for memory it has not
+      touched yet, and the small pages freed before are reused).
+    """
     if "NUMPY_MADVISE_HUGEPAGE" in os.environ:
         return
     try:
         from numpy._core.multiarray import _set_madvise_hugepage
     except ImportError:  # another numpy layout: keep its default
         return
-    _set_madvise_hugepage(False)
+    _set_madvise_hugepage(not small)
 
 
 #: From this many events on, memory is what limits a trace's analysis: its column-sized

@@ -50,7 +50,6 @@ def _worker_main(conn: Any, server_pid: int) -> None:
     global _conn
     _conn = conn
     watch_parent(server_pid)
-    small_pages()
     while True:
         try:
             job = conn.recv()
@@ -114,6 +113,7 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str,
 
     apply_storage_env(env)
     cache = DiskCache(cache_root, max_bytes)
+    small_pages()
     try:
         analysis = analyze(_read(path, progress, _helpers_for(path)))
         release_memory(len(analysis.trace))  # its temporaries, before the views' peak
