@@ -1,9 +1,10 @@
 """Process helpers: how analysis workers start (:func:`worker_context`,
 :func:`start_forkserver`); shared by the workers (:mod:`stepscope.store.child`) and the
-reader's decode helpers (:mod:`stepscope.read.reader`), a process that ends itself once the
-process it works for is gone (:func:`watch_parent`); the memory pages a worker's arrays get
-(:func:`small_pages`); and, for the analysis and the views, independent work run in a second
-thread on big traces (:func:`second_thread`, :func:`later`).
+reader's decode helpers (:mod:`stepscope.read.reader`): the jobs a process is sent
+(:func:`jobs`), a process that ends itself once the process it works for is gone
+(:func:`watch_parent`), the memory pages numpy maps (:func:`small_pages`); and, for the
+analysis and the views, independent work run in a second thread on big traces
+(:func:`second_thread`, :func:`later`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from typing import Any
@@ -33,6 +35,19 @@ def watch_parent(pid: int) -> None:
     forkserver and the resource tracker alive too (issues 7 and 12: nothing leaks)."""
     threading.Thread(target=_exit_with, args=(pid, os.getppid()), daemon=True,
                      name="stepscope-orphan-watch").start()
+
+
+def jobs(conn: Any) -> Iterator[Any]:
+    """The jobs a worker process is sent over its pipe ``conn``, one at a time, until the pipe
+    closes or a ``None`` comes."""
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            return
+        yield job
 
 
 def _exit_with(pid: int, parent: int) -> None:

@@ -24,7 +24,7 @@ from typing import Optional
 
 from ..errors import TraceError
 from ..model import Note, Trace
-from ..processes import watch_parent
+from ..processes import jobs, watch_parent
 from .builder import ColumnBuilder, Part, build_part
 from .decode import (
     CHUNK_BYTES,
@@ -255,14 +255,7 @@ def _helper_main(conn, slots: Slots, reader_pid: int) -> None:
     It ends once the reader is gone (killed: it runs no cleanup)."""
     watch_parent(reader_pid)
     gc.disable()
-    while True:
-        try:
-            job = conn.recv()
-        except (EOFError, OSError):
-            return
-        if job is None:
-            return
-        slot, size = job
+    for slot, size in jobs(conn):
         try:
             part = build_local(slots.view(slot, size))
             blob = pickle.dumps(part, protocol=5) if ANSWER_IN_SLOT else b""

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import AnalysisBug, StepscopeError
 from ..fs import filesystem_of
-from ..processes import MEMORY_BOUND_EVENTS, small_pages, watch_parent
+from ..processes import MEMORY_BOUND_EVENTS, jobs, small_pages, watch_parent
 from ..read.reader import read_trace
 from .cache import DiskCache
 from .lazy import timeline_key
@@ -50,13 +50,7 @@ def _worker_main(conn: Any, server_pid: int) -> None:
     global _conn
     _conn = conn
     watch_parent(server_pid)
-    while True:
-        try:
-            job = conn.recv()
-        except (EOFError, OSError):
-            return
-        if job is None:
-            return
+    for job in jobs(conn):
         try:
             result = analyse_to_cache(*job)
         except Exception:  # a bug in the analysis (not in the trace): the server logs it
