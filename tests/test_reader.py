@@ -389,10 +389,11 @@ def test_an_error_in_a_helper_is_raised_by_the_reader(tmp_path, monkeypatch):
         return decode_chunk(chunk)
     monkeypatch.setattr(reader, "decode_chunk", deep_in_helpers)  # the fork inherits it
     sent = _count_jobs_sent(monkeypatch)
+    before = set(psutil.Process().children())  # (a forkserver of other tests, ...)
     with pytest.raises(TraceError) as e:
         read_trace(path, helpers=1)
     assert e.value.status == 422 and "nested too deeply" in str(e.value.body())
-    assert sent[0] > 0 and not psutil.Process().children()
+    assert sent[0] > 0 and set(psutil.Process().children()) <= before
 
 
 @pytest.mark.parametrize("window", [None, 16])
