@@ -213,6 +213,33 @@ def test_deep_nesting_is_iterative():
     assert v.get("stacks/collapsed", {}).count("\n") == 512
 
 
+def test_flame_totals_are_the_time_of_their_calls():
+    """A merged frame's host total is the time of its calls (the sum of their durations), on
+    every thread and at the depth where deeper frames are folded in: the totals come from
+    the merged paths (issue 19: no per-event subtree sums), checked here against the
+    events themselves, not against the flame graph's own sums."""
+    n = 600  # nested 600 deep: f512.. are folded into f511
+    chain = [op(f"f{i}", i, 2 * (n - i)) for i in range(n)]
+    calls = [op("a", 0, 100, tid=2), op("b", 10, 30, tid=2), op("c", 12, 5, tid=2),
+             op("a", 200, 50, tid=2), op("b", 210, 20, tid=2), op("b", 300, 7, tid=2)]
+    v = build_views(build(chain + calls))
+    fl = flame(v.analysis.trace, v.analysis.tree, v.analysis.links)
+    assert fl.folded == n - 512
+    total = {}
+    for k in range(len(fl)):
+        path, j = [], k
+        while j >= 0:
+            path.append(fl.labels[fl.name[j]])
+            j = int(fl.parent[j])
+        total[tuple(reversed(path[:-1]))] = int(fl.host_total[k])  # without the thread root
+    us = 1000
+    assert total[("a",)] == 150 * us and total[("a", "b")] == 50 * us
+    assert total[("a", "b", "c")] == 5 * us and total[("b",)] == 7 * us
+    for k in (0, 1, 300, 510, 511):
+        assert total[tuple(f"f{i}" for i in range(k + 1))] == 2 * (n - k) * us
+    assert len([p for p in total if p and p[0] == "f0"]) == 512
+
+
 # --- real traces --------------------------------------------------------------------------
 
 CUDA = ["hta_v100_resnet_ns_2024", "kineto_resnet50_w0"]

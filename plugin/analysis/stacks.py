@@ -80,8 +80,6 @@ def flame(trace: Trace, tree: HostTree, links: Links) -> Flame:
     kid = sel[parent[sel] >= 0]
     host_self = np.where(frame, dur - sum_to(parent[kid], dur[kid], n), 0)
     dev_self = np.where(frame, links.device_ns[rows], 0)
-    host_total = tree.subtree_sum(host_self)
-    dev_total = tree.subtree_sum(dev_self)
     del dur, kid  # per-node temporaries: freed before the next ones
     deep = frame & (depth >= MAX_DEPTH)
     folded = int(deep.sum())
@@ -90,9 +88,8 @@ def flame(trace: Trace, tree: HostTree, links: Links) -> Flame:
         host_self = host_self + sum_to(anchor, host_self[deep], n)
         dev_self = dev_self + sum_to(anchor, dev_self[deep], n)
         sel = np.flatnonzero(frame & ~deep)
-    thread = trace.thread[rows].astype(np.int64)
-    path, pp, pk, _ = intern_paths(sel, parent, depth, trace.name[rows].astype(np.int64),
-                                   root_key=thread)
+    thread = trace.thread[rows]
+    path, pp, pk, pd = intern_paths(sel, parent, depth, trace.name[rows], root_key=thread)
     del parent, depth
     m = len(pp)
     p = path[sel]
@@ -108,15 +105,32 @@ def flame(trace: Trace, tree: HostTree, links: Links) -> Flame:
     parent_out[nt + roots] = t_idx
     labels = list(trace.strings) + [thread_label(trace, t) for t in threads.tolist()]
     name = np.concatenate((len(trace.strings) + np.arange(nt), pk))
-    hs = np.concatenate((np.zeros(nt, np.int64), sum_to(p, host_self[sel], m)))
-    ds = np.concatenate((np.zeros(nt, np.int64), sum_to(p, dev_self[sel], m)))
+    hs = sum_to(p, host_self[sel], m)
+    ds = sum_to(p, dev_self[sel], m)
     del host_self, dev_self
-    ht = sum_to(p, host_total[sel], m)
-    dt = sum_to(p, dev_total[sel], m)
+    ht, dt = _path_totals(hs, pp, pd), _path_totals(ds, pp, pd)
+    hs = np.concatenate((np.zeros(nt, np.int64), hs))
+    ds = np.concatenate((np.zeros(nt, np.int64), ds))
     ht = np.concatenate((sum_to(t_idx, ht[roots], nt), ht))
     dt = np.concatenate((sum_to(t_idx, dt[roots], nt), dt))
     return Flame(labels=labels, name=name, parent=parent_out, host_self=hs, host_total=ht,
                  device_self=ds, device_total=dt, folded=folded)
+
+
+def _path_totals(own: np.ndarray, parent: np.ndarray, level: np.ndarray) -> np.ndarray:
+    """Per merged path: its ``own`` weight plus those of all its descendant paths (paths
+    are numbered level by level, ``level`` ascending, a parent on the level above). This
+    equals the sum of the subtree totals of the path's positions: they are disjoint
+    subtrees, and every frame below them lies on a descendant path (a folded one on its
+    anchor's), so per-position subtree sums (two arrays as long as the tree) are not
+    needed (issue 19: the flame graph's peak memory at x200)."""
+    total = own.copy()
+    top = int(level.max(initial=0))
+    ends = np.searchsorted(level, np.arange(top + 2)).tolist()  # level k: ends[k]:ends[k+1]
+    for k in range(top, 0, -1):  # deepest level first, each onto its parents
+        a, b = ends[k], ends[k + 1]
+        np.add.at(total, parent[a:b], total[a:b])
+    return total
 
 
 def cap_children(parent: np.ndarray, total: np.ndarray, keep: np.ndarray,
