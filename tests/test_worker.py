@@ -547,6 +547,33 @@ def test_heap_is_trimmed_between_phases_of_big_traces_only(monkeypatch, events, 
     assert calls == ([0] if trims else [])
 
 
+def test_workers_map_numpy_arrays_with_small_pages_unless_told(monkeypatch, tmp_path):
+    """An analysis (and the standalone server) has numpy map its arrays with 4 KiB pages, not
+    transparent huge pages (issue 19: measured faster); ``NUMPY_MADVISE_HUGEPAGE``, when
+    set, keeps numpy's own choice."""
+    from numpy._core.multiarray import _set_madvise_hugepage
+
+    from stepscope.processes import small_pages
+    from stepscope.store import child
+
+    was = _set_madvise_hugepage(True)
+    try:
+        monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
+        small_pages()
+        assert _set_madvise_hugepage(True) is False  # it was switched off
+        path = tmp_path / "w.pt.trace.json"
+        path.write_text('{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, '
+                        '"ts": 1, "dur": 2, "cat": "cpu_op"}]}')
+        assert child.analyse_to_cache(str(path), str(tmp_path / "cache"), 10**9, "k") == \
+            {"ok": True}
+        assert _set_madvise_hugepage(True) is False  # the analysis switched it off
+        monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", "1")
+        small_pages()
+        assert _set_madvise_hugepage(True) is True  # left as numpy had it
+    finally:
+        _set_madvise_hugepage(was)
+
+
 @pytest.mark.skipif(not RESNET4.exists(), reason=NO_SHARED)
 def test_analysis_in_two_threads_equals_the_serial_one(monkeypatch):
     """A big trace runs the analysis' independent branches in two threads: the nesting, the
