@@ -171,6 +171,45 @@ def test_corrupt_array_raises_on_access(tmp_path, trace_file):
             cache.get(trace_file).array(name)
 
 
+@pytest.mark.parametrize("threads", [False, True])
+def test_an_entrys_arrays_read_in_threads_are_the_same(tmp_path, trace_file, monkeypatch,
+                                                       threads):
+    """A big entry's files are read back and widened in threads (issue 19: the x200
+    timeline): the same arrays bit for bit, whatever their narrowing, and a corrupt file
+    still raises."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from stepscope.store import cache as cache_mod
+
+    rng = np.random.default_rng(0)
+    n = 100_000
+    big = {"times": 10**12 + np.arange(n) * 3,  # steps
+           "constant": np.full(n, 7, dtype=np.int32), "small ints": np.arange(n) % 100,
+           "full width": rng.integers(-2**62, 2**62, n), "halves": np.arange(n) / 2,
+           "small": np.arange(10)}
+    pools = []
+
+    class Counted(ThreadPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            pools.append(self)
+            super().__init__(*args, **kwargs)
+    monkeypatch.setattr(cache_mod, "ThreadPoolExecutor", Counted)
+    monkeypatch.setattr(cache_mod, "THREADED_IO_BYTES", 0 if threads else 1 << 60)
+    cache = DiskCache(str(tmp_path / "c"))
+    cache.put(trace_file, {}, big)
+    written = len(pools)
+    got = cache.get(trace_file).arrays()
+    assert (len(pools) > written) == threads
+    assert got.keys() == big.keys()
+    for name, want in big.items():
+        assert got[name].dtype == want.dtype and got[name].tobytes() == want.tobytes(), name
+    with open(os.path.join(cache._folder(cache.key(trace_file)), "times.npy"), "r+b") as f:
+        f.seek(500)
+        f.write(b"\xff\xff")
+    with pytest.raises(ValueError):
+        cache.get(trace_file).arrays()
+
+
 def test_lru_eviction(tmp_path):
     cache = DiskCache(str(tmp_path / "c"))
     files = []

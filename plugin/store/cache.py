@@ -94,9 +94,10 @@ def _digest(path: str) -> str:
     return f"{crc:08x}"
 
 
-#: Threads writing an entry's arrays, when they hold at least ``THREADED_WRITE_BYTES``.
-WRITE_THREADS = 2
-THREADED_WRITE_BYTES = 16 << 20
+#: Threads writing an entry's arrays, or reading them back, when they hold at least
+#: ``THREADED_IO_BYTES`` (numpy's copies and file writes release the GIL).
+IO_THREADS = 2
+THREADED_IO_BYTES = 16 << 20
 
 
 def _write(path: str, *parts: bytes | memoryview) -> dict:
@@ -328,15 +329,28 @@ class Entry:
                 self._small = blob
             self._arrays[name] = _load_small(self._small, packed[name])
         if name not in self._arrays:
-            fname = name + ".npy"
-            path = os.path.join(self.folder, fname)
-            if _digest(path) != self.manifest["files"][fname]["crc32"]:
-                raise ValueError(f"cache array {name} is corrupt")
-            self._arrays[name] = widen(np.load(path, mmap_mode="r", allow_pickle=False),
-                                       self.manifest["files"][fname])
+            self._arrays[name] = self._file_array(name)
         return self._arrays[name]
 
+    def _file_array(self, name: str) -> np.ndarray:
+        """The array stored in a file of its own, checked and widened back."""
+        fname = name + ".npy"
+        path = os.path.join(self.folder, fname)
+        if _digest(path) != self.manifest["files"][fname]["crc32"]:
+            raise ValueError(f"cache array {name} is corrupt")
+        return widen(np.load(path, mmap_mode="r", allow_pickle=False),
+                     self.manifest["files"][fname])
+
     def arrays(self) -> dict[str, np.ndarray]:
+        """Every array. Those in files of their own are read in :data:`IO_THREADS` threads
+        when they are big: widening narrowed arrays is copying, without the GIL (the x200
+        timeline, 2.4 GB widened: 1.55-1.83 -> 0.84-0.88 s)."""
+        packed = self.manifest.get("packed", {})
+        files = [n for n in self.names() if n not in packed and n not in self._arrays]
+        stored = sum(self.manifest["files"][n + ".npy"]["size"] for n in files)
+        if len(files) > 1 and stored >= THREADED_IO_BYTES:
+            with ThreadPoolExecutor(IO_THREADS) as pool:
+                self._arrays.update(zip(files, pool.map(self._file_array, files)))
         return {n: self.array(n) for n in self.names()}
 
     def drop_arrays(self) -> None:
@@ -409,10 +423,10 @@ class DiskCache:
                 return _save(os.path.join(tmp, item[0] + ".npy"), item[1])
 
             big = {n: a for n, a in arrays.items() if a.nbytes >= SMALL_ARRAY_BYTES}
-            if sum(a.nbytes for a in big.values()) < THREADED_WRITE_BYTES:
+            if sum(a.nbytes for a in big.values()) < THREADED_IO_BYTES:
                 sums = list(map(save, big.items()))
             else:
-                with ThreadPoolExecutor(WRITE_THREADS) as pool:
+                with ThreadPoolExecutor(IO_THREADS) as pool:
                     sums = list(pool.map(save, big.items()))
             files.update((name + ".npy", info) for name, info in zip(big, sums))
             small = {n: a for n, a in arrays.items() if n not in big}
