@@ -260,10 +260,10 @@ def intern_paths(sel: np.ndarray, parent: np.ndarray, depth: np.ndarray,
         return path[:-1], e, e, e
     d = depth[sel]
     top = int(d.max())
-    # stable sort by level: a radix sort when the levels fit in int16 (the usual case)
-    o = np.argsort(d.astype(np.int16) if top < 2**15 else d, kind="stable")
-    order = sel[o]
     bounds = np.concatenate(([0], np.cumsum(np.bincount(d, minlength=top + 1))))
+    # stable sort by level: a radix sort when the levels fit in int16 (the usual case)
+    order = sel[np.argsort(d.astype(np.int16) if top < 2**15 else d, kind="stable")]
+    del d  # per-position temporaries: freed before the levels' (flame graph's peak memory)
     pp, pk, pd = [], [], []
     count = 0
     for lvl, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):

@@ -73,8 +73,9 @@ def flame(trace: Trace, tree: HostTree, links: Links) -> Flame:
     rows = tree.rows
     frame = trace.kind[rows] != Kind.STEP
     # only the children of ProfilerStep windows climb: from every position, a few levels
-    parent = nearest_marked_ancestor_at(tree.parent, frame, np.arange(n))
-    depth = marked_depth(tree, frame)
+    # (int32 while the paths are interned: the flame graph's peak memory, issue 19)
+    parent = nearest_marked_ancestor_at(tree.parent, frame, np.arange(n)).astype(np.int32)
+    depth = marked_depth(tree, frame).astype(np.int32)
     dur = tree.end - tree.start
     sel = np.flatnonzero(frame)
     kid = sel[parent[sel] >= 0]
