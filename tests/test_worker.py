@@ -534,6 +534,22 @@ def test_views_built_in_a_second_thread_equal_the_serial_build(monkeypatch):
         assert arr.dtype == threaded[1][name].dtype and arr.tobytes() == threaded[1][name].tobytes()
 
 
+@pytest.mark.parametrize("events,analysis,views", [
+    (1_000, False, False), (1_000_000, True, True), (15_000_000, False, True)])
+def test_which_traces_get_a_second_thread(monkeypatch, events, analysis, views):
+    """Mid-sized traces run the analysis and the views in two threads; memory-bound ones
+    (x200) only the views, whose second thread costs little memory; none when the bounds
+    are empty (how the tests force the serial build)."""
+    from stepscope import processes
+
+    def threaded(**kw) -> bool:
+        with processes.second_thread(events, **kw) as pool:
+            return pool is not None
+    assert threaded() == analysis and threaded(memory_bound_too=True) == views
+    monkeypatch.setattr(processes, "THREADED_EVENTS", range(0))
+    assert not threaded() and not threaded(memory_bound_too=True)
+
+
 @pytest.mark.parametrize("events,trims", [(None, True), (10, False), (4_000_000, True)])
 def test_heap_is_trimmed_between_phases_of_big_traces_only(monkeypatch, events, trims):
     """Between phases the C heap's free pages are given back for big traces (their peak),
