@@ -92,9 +92,9 @@ def _ensure_forkserver() -> None:
         log.debug("could not start the forkserver early", exc_info=True)
 
 
-def small_pages(small: bool = True) -> None:
-    """Have numpy map this process's big arrays with ordinary 4 KiB pages (``small``), or
-    with transparent huge pages (``madvise``, numpy's default on Linux); nothing when
+def small_pages() -> None:
+    """Have numpy map this process's big arrays with ordinary 4 KiB pages, not transparent
+    huge pages (``madvise``, numpy's default on Linux); nothing when
     ``NUMPY_MADVISE_HUGEPAGE`` says which. An analysis fills many fresh column-sized arrays
     once each, and a huge page is zeroed whole at its first touch. Measured in issue 19 on
     this 2-core machine (a VM, THP ``madvise``), small pages against huge ones:
@@ -104,8 +104,8 @@ def small_pages(small: bool = True) -> None:
       stored views 34.7 -> 31.1 s;
     - the server loading a timeline widened from the cache: x50 (602 MB) 1.25-1.5 ->
       0.38 s, x200 (2.4 GB) 3.6-7.0 -> 1.4-1.5 s;
-    - but the timeline of a memory-bound trace is slower (x200: build + store 3.4 -> 4.7 s;
-      switching to huge pages for it alone made it 6.6 s: a VM pays for memory it has not
+    - but the timeline of a memory-bound trace is slower (x200: build + store 3.4 -> 4.0-4.7
+      s; switching to huge pages for it alone made it 6.6 s: a VM pays for memory it has not
       touched yet, and the small pages freed before are reused).
     """
     if "NUMPY_MADVISE_HUGEPAGE" in os.environ:
@@ -114,7 +114,7 @@ def small_pages(small: bool = True) -> None:
         from numpy._core.multiarray import _set_madvise_hugepage
     except ImportError:  # another numpy layout: keep its default
         return
-    _set_madvise_hugepage(not small)
+    _set_madvise_hugepage(False)
 
 
 #: From this many events on, memory is what limits a trace's analysis: its column-sized
@@ -131,8 +131,8 @@ THREADED_EVENTS = range(200_000, MEMORY_BOUND_EVENTS)
 def second_thread(events: int, memory_bound_too: bool = False):
     """A one-thread pool for the work :func:`later` puts aside on a trace of ``events``
     events, or a context giving None (that work then runs at once). ``memory_bound_too``:
-    also above :data:`THREADED_EVENTS` (the views: at 14.7 M events 5.9 -> 3.8 s for a
-    peak 0.1-0.3 GB higher, once the flame graph's temporaries were cut)."""
+    also above :data:`THREADED_EVENTS` (the views: at 14.7 M events 5.9 -> 3.3 s, for a
+    peak of the worker about 0.1 GB higher once the flame graph's temporaries were cut)."""
     threaded = events in THREADED_EVENTS or (
         memory_bound_too and len(THREADED_EVENTS) > 0 and events >= THREADED_EVENTS.stop)
     return ThreadPoolExecutor(1) if threaded else nullcontext()
