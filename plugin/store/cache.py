@@ -100,6 +100,16 @@ IO_THREADS = 2
 THREADED_IO_BYTES = 16 << 20
 
 
+def _io_map(fn, items: list, nbytes: int) -> list:
+    """``[fn(x) for x in items]``, in :data:`IO_THREADS` threads when they move ``nbytes``
+    of at least :data:`THREADED_IO_BYTES` (else here: starting threads would cost more than
+    they save)."""
+    if len(items) < 2 or nbytes < THREADED_IO_BYTES:
+        return list(map(fn, items))
+    with ThreadPoolExecutor(IO_THREADS) as pool:
+        return list(pool.map(fn, items))
+
+
 def _write(path: str, *parts: bytes | memoryview) -> dict:
     """Write ``parts`` to a new file; its manifest record (size, CRC-32 of the bytes)."""
     crc = size = 0
@@ -348,9 +358,7 @@ class Entry:
         packed = self.manifest.get("packed", {})
         files = [n for n in self.names() if n not in packed and n not in self._arrays]
         stored = sum(self.manifest["files"][n + ".npy"]["size"] for n in files)
-        if len(files) > 1 and stored >= THREADED_IO_BYTES:
-            with ThreadPoolExecutor(IO_THREADS) as pool:
-                self._arrays.update(zip(files, pool.map(self._file_array, files)))
+        self._arrays.update(zip(files, _io_map(self._file_array, files, stored)))
         return {n: self.array(n) for n in self.names()}
 
     def drop_arrays(self) -> None:
@@ -417,17 +425,12 @@ class DiskCache:
             files = {"meta.json": _write(os.path.join(tmp, "meta.json"), orjson.dumps(
                 meta, option=orjson.OPT_SERIALIZE_NUMPY))}
             # the kernel's copy into the page cache is the cost (~300 MB/s per thread here):
-            # two threads write at once (file writes release the GIL); a small entry is
-            # written in this thread (starting threads would cost more than they save)
+            # a big entry's files are written by two threads at once
             def save(item: tuple[str, np.ndarray]) -> dict:
                 return _save(os.path.join(tmp, item[0] + ".npy"), item[1])
 
             big = {n: a for n, a in arrays.items() if a.nbytes >= SMALL_ARRAY_BYTES}
-            if sum(a.nbytes for a in big.values()) < THREADED_IO_BYTES:
-                sums = list(map(save, big.items()))
-            else:
-                with ThreadPoolExecutor(IO_THREADS) as pool:
-                    sums = list(pool.map(save, big.items()))
+            sums = _io_map(save, list(big.items()), sum(a.nbytes for a in big.values()))
             files.update((name + ".npy", info) for name, info in zip(big, sums))
             small = {n: a for n, a in arrays.items() if n not in big}
             packed = _save_small(os.path.join(tmp, SMALL_FILE), small) if small else {}
