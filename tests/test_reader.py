@@ -338,6 +338,7 @@ def test_chunked_decode_equals_whole_document(path, helpers, monkeypatch):
         monkeypatch.setattr(shared, "SLOT_BYTES", 1)
     sent = _count_jobs_sent(monkeypatch)
     monkeypatch.setattr(decode, "CHUNK_BYTES", 50_000)
+    monkeypatch.setattr(decode, "TAIL_CUT_BYTES", 20_000)  # the end of the list is cut too
     monkeypatch.setattr(rawfile, "CHUNK", 7_919)
     monkeypatch.setattr(rawfile, "OUT_PIECE", 10_007)
     chunked = read_trace(str(path), helpers=1 if helpers else 0)
@@ -638,3 +639,81 @@ def test_link_ids_missing_null_and_both_spellings(tmp_path):
     trace = read_trace(_write(tmp_path, _doc(events)))
     assert trace.events["correlation"].tolist() == [5, -1, -1, -1, -1, -1]
     assert trace.events["external_id"].tolist() == [9, -1, 4, 6, 3, -1]
+
+
+@pytest.mark.parametrize("helpers", [0, 1])
+def test_last_cut_inside_the_closing_keys_is_joined(tmp_path, monkeypatch, helpers):
+    """The end of the event list is cut once more before the tail; when that cut lands in a
+    key after ``traceEvents`` (a list of dicts), the chunk does not decode and is joined
+    with the tail: the same events and keys as one piece."""
+    from stepscope.read import decode
+
+    events = [dict(GOOD[1], ts=10 + i, args={"External id": i}) for i in range(3000)]
+    doc = {"traceEvents": events, "deviceProperties": [{"id": i, "name": "V100"}
+                                                        for i in range(400)]}
+    path = _write(tmp_path, json.dumps(doc, indent=1).encode())
+    whole = read_trace(path)
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 40_000)
+    monkeypatch.setattr(decode, "TAIL_CUT_BYTES", 1_000)
+    _no_whole_document(monkeypatch)
+    cut = read_trace(path, helpers=helpers)
+    assert cut.events["external_id"].tolist() == list(range(3000)) == \
+        whole.events["external_id"].tolist()
+    assert cut.device_properties == whole.device_properties and len(cut.device_properties) == 400
+    assert cut.notes == whole.notes == []
+
+
+@pytest.mark.parametrize("memory_events", [3, 400])
+def test_memory_instants_few_or_many_among_ops(tmp_path, monkeypatch, memory_events):
+    """[memory] instants are taken from a chunk whether they are few (found by scanning the
+    phases) or many; other instants and flows among them are not memory events."""
+    from stepscope.read import decode
+
+    events = []
+    for i in range(600):
+        events.append(dict(GOOD[1], ts=10 + i, args={"External id": i}))
+        if i % (600 // memory_events) == 0 and len(events) < 2000:
+            events.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 10 + i,
+                           "args": {"Bytes": i, "Total Allocated": 2 * i, "Device Id": 0}})
+        if i % 50 == 0:
+            events.append({"ph": "i", "name": "Iteration Start", "pid": 1, "tid": 1, "ts": i})
+            events.append({"ph": "f", "id": i, "pid": 1, "tid": 1, "ts": i, "cat": "ac2g"})
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 8_000)
+    trace = read_trace(_write(tmp_path, _doc(events)))
+    want = [i for i in range(600) if i % (600 // memory_events) == 0]
+    assert trace.memory["bytes"].tolist() == want
+    assert trace.memory["total_allocated"].tolist() == [2 * i for i in want]
+    assert trace.events["external_id"].tolist() == list(range(600))
+    assert trace.phase_counts["i"] == len(want) + 12 and trace.phase_counts["f"] == 12
+
+
+def test_launch_sizes_at_c_speed_equal_the_rule_for_each():
+    """Grid and block sizes are multiplied at C speed when every one is three small
+    non-negative ints, else one by one: both give :func:`_product` of each."""
+    from stepscope.read.builder import _product, _products
+
+    cases = [[[1, 2, 3], [4, 5, 6]], [], [[0, 0, 7]],
+             [[1, 2, 3], [2, 2]], [[1, 2, 3], [-1, 2, 3]], [[1, 2, 3], [True, 2, 3]],
+             [[1, 2, 3], [1.0, 2, 3]], [[1, 2, 3], None], [[1, 2, 3], "abc"],
+             [[2**40, 2**40, 2**40]], [[2**70, 1, 1]], [[1, 2, 3], [1, 2, 3, 4]],
+             [[1, 2, 3], {"x": 1}]]
+    for dims in cases:
+        assert _products(dims).tolist() == [_product(d) for d in dims], dims
+
+
+@pytest.mark.parametrize("lanes", [
+    [(0, 7), (1, 13)], [(0, 7), (None, 13)], [(0, "7"), (1, 13)], [(True, 7), (1, 13)],
+    [(0, 7), (2**64, 13)], [(0, 7), (1, 2**63)]])
+def test_device_and_stream_at_c_speed_equal_the_rule_for_each(tmp_path, lanes):
+    """Kernels' device and stream come from int args (at C speed when all are ints), else
+    from the number in pid/tid: the same either way, per kernel."""
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 3, "tid": "stream 9",
+               "ts": 10 * i, "dur": 5, "args": {k: v for k, v in
+                                                (("device", d), ("stream", s)) if v is not None}}
+              for i, (d, s) in enumerate(lanes)]
+    trace = read_trace(_write(tmp_path, _doc(events)))
+
+    def rule(v, fallback):
+        return v if type(v) is int and -2**63 <= v < 2**63 else fallback
+    assert trace.device.tolist() == [rule(d, 3) for d, _ in lanes]
+    assert trace.stream.tolist() == [rule(s, 9) for _, s in lanes]

@@ -557,3 +557,35 @@ def test_worker_order_lanes_first_then_timeline_gives_the_same_timeline(resnet):
     for width in (300, 2000):
         assert parts.query(None, None, width) == whole.query(None, None, width)
     assert (parts.layout.row == whole.layout.row).all()
+
+
+def test_row_start_order_is_the_stable_order_of_row_then_start():
+    """The LOD's order (starts sorted, then rows by a 16-bit radix sort) is exactly the
+    stable sort of ``row << shift | start``: ties keep the event order."""
+    rng = np.random.default_rng(11)
+    for nrows in (1, 7, 70_000):
+        row = rng.integers(0, nrows, 5000)
+        start = rng.integers(0, 300, 5000)  # many ties
+        key = (row << 20) | start
+        assert np.array_equal(lod._row_start_order(row, start, nrows),
+                              np.argsort(key, kind="stable"))
+
+
+@needs_shared
+def test_timeline_built_with_a_second_thread_equals_the_serial_build(resnet, monkeypatch):
+    """Big traces build the counters and link tables beside the LOD index in a second
+    thread: every query, event detail and stored array is the same as built serially."""
+    from stepscope import processes
+    from stepscope.store.packing import pack
+
+    trace, _ = resnet
+    monkeypatch.setattr(processes, "THREADED_EVENTS", range(0))
+    serial = build_timeline(trace)
+    monkeypatch.setattr(processes, "THREADED_EVENTS", range(10**9))
+    threaded = build_timeline(trace)
+    for width in (300, 2000):
+        assert threaded.query(None, None, width) == serial.query(None, None, width)
+    assert threaded.event(len(trace) // 2) == serial.event(len(trace) // 2)
+    (state_s, arrays_s), (state_t, arrays_t) = pack(serial), pack(threaded)
+    assert state_s == state_t and arrays_s.keys() == arrays_t.keys()
+    assert all(arrays_s[k].tobytes() == arrays_t[k].tobytes() for k in arrays_s)

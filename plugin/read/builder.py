@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import chain, compress
 from typing import Any, Union
 
 import numpy as np
@@ -90,11 +92,13 @@ class ColumnBuilder:
     def add(self, events: list[Event]) -> None:
         """Turn one chunk of decoded events into columns."""
         self.entries += len(events)
-        if not _all_of_types(events, _EVENT):
+        try:
+            phases = [e.ph for e in events]
+        except AttributeError:  # entries that are not objects (a number, a list): counted
             kept = [e for e in events if type(e) is Event]
             self.non_events += len(events) - len(kept)
             events = kept
-        phases = [e.ph for e in events]
+            phases = [e.ph for e in events]
         try:
             counts = Counter(phases)
         except TypeError:  # an unhashable ph (list, object)
@@ -103,18 +107,22 @@ class ColumnBuilder:
         for ph in [p for p in counts if type(p) not in _TEXT]:  # few keys: cheap
             self.bad_values["ph"] += counts.pop(ph)
         self.phases.update(counts)
-        xs = [e for e, p in zip(events, phases) if p == "X"]
-        mem = [e for e, p in zip(events, phases) if p == "i" and e.name == "[memory]"]
-        if mem:
-            self.memory.append(_memory_columns(mem, self._checked_args(mem), self.threads))
+        # each pass below runs only when its phase is in the chunk (most chunks hold no
+        # memory events, today's no legacy flows: issue 19, the cost per entry)
+        if counts.get("i"):
+            mem = [e for e in _of_phase(events, phases, "i", counts["i"]) if e.name == "[memory]"]
+            if mem:
+                self.memory.append(_memory_columns(mem, self._checked_args(mem), self.threads))
+        xs = _of_phase(events, phases, "X", counts.get("X", 0))
         if xs:
             cols, ok = self._event_columns(xs)
             self.chunks.append(cols)
             self.ok.append(ok)
-        flows = [e for e, p in zip(events, phases) if p in ("s", "f") and e.cat == "cpu_to_cuda"
-                 and type(e.pid) in _LANE and type(e.tid) in _LANE]
-        if flows:
-            self.flows.append(self._flow_columns(flows))
+        if counts.get("s") or counts.get("f"):
+            flows = [e for e in compress(events, map(_FLOW_END.get, phases))
+                     if e.cat == "cpu_to_cuda" and type(e.pid) in _LANE and type(e.tid) in _LANE]
+            if flows:
+                self.flows.append(self._flow_columns(flows))
 
     def _flow_columns(self, flows: list[Event]) -> dict[str, np.ndarray]:
         """Ends of legacy ``cpu_to_cuda`` flows (``s`` on the op, ``f`` on the kernel)."""
@@ -210,42 +218,50 @@ class ColumnBuilder:
             **_link_columns(args, kind, pids, tids),
             **_kernel_columns(args, kind, self.bad_values),
         }
-        cols["shape"], cols["stack"] = self._host_columns(args, kind)
-        cols["comm"] = self._comm_column(args, kind)
+        rows = np.flatnonzero(np.isin(kind, HOST_KINDS)).tolist()
+        cols["shape"], cols["stack"], cols["comm"] = self._host_columns(
+            n, rows, [args[i] for i in rows])
         return cols, ok
 
-    def _host_columns(self, args: list, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Input shapes (printed as torch prints them) and call stacks of host events."""
-        n = len(args)
+    def _host_columns(self, n: int, rows: list[int], host: list
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Input shapes (printed as torch prints them), call stacks and ``record_param_comms``
+        args (SPEC §4.3) of the ``n`` events; ``host``: the args of the host events at
+        ``rows``. A pass over them finds the events that have each; only those are looked at
+        one by one (a trace recorded without shapes or stacks: none)."""
         shape = np.full(n, -1, dtype=np.int32)
         stack = np.full(n, -1, dtype=np.int32)
-        raw_ids, shapes, stacks = self._raw_shapes, self.shapes, self.stacks
-        for i in np.flatnonzero(np.isin(kind, HOST_KINDS)).tolist():
-            a = args[i]
-            if a is None:
-                continue
-            raw = bytes(a.input_dims) or bytes(a.input_dims_lc)
-            if raw:
-                sid = raw_ids.get(raw)
-                if sid is None:
-                    sid = raw_ids[raw] = shapes.setdefault(_format_dims(raw), len(shapes))
-                shape[i] = sid
-            if type(a.call_stack) is str and a.call_stack:
-                stack[i] = stacks.setdefault(a.call_stack, len(stacks))
-        return shape, stack
-
-    def _comm_column(self, args: list, kind: np.ndarray) -> np.ndarray:
-        """``record_param_comms`` args of host events (SPEC §4.3), interned in ``comms``."""
-        comm = np.full(len(args), -1, dtype=np.int32)
-        for i in np.flatnonzero(np.isin(kind, HOST_KINDS)).tolist():
-            a = args[i]
-            if a is None or (a.collective_name is None and a.in_nelems is None):
-                continue
-            pg = a.pg_name if a.pg_name is not None else a.pg_id
-            key = (_text(a.collective_name), _count(a.in_nelems), _count(a.out_nelems),
-                   _text(a.dtype), None if pg is None or isinstance(pg, (list, dict)) else str(pg))
-            comm[i] = self.comms.setdefault(key, len(self.comms))
-        return comm
+        comm = np.full(n, -1, dtype=np.int32)
+        if host.count(None) == len(host):
+            return shape, stack, comm
+        dims = [None if a is None else a.input_dims if a.input_dims is not None
+                else a.input_dims_lc for a in host]
+        if dims.count(None) < len(dims):
+            raw_ids, shapes = self._raw_shapes, self.shapes
+            for i, v in zip(rows, dims):
+                if v is not None:
+                    raw = bytes(v)
+                    sid = raw_ids.get(raw)
+                    if sid is None:
+                        sid = raw_ids[raw] = shapes.setdefault(_format_dims(raw), len(shapes))
+                    shape[i] = sid
+        texts = [None if a is None else a.call_stack for a in host]
+        if texts.count(None) < len(texts):
+            stacks = self.stacks
+            for i, v in zip(rows, texts):
+                if type(v) is str and v:
+                    stack[i] = stacks.setdefault(v, len(stacks))
+        comms = [None if a is None or (a.collective_name is None and a.in_nelems is None)
+                 else a for a in host]
+        if comms.count(None) < len(comms):
+            for i, a in zip(rows, comms):
+                if a is not None:
+                    pg = a.pg_name if a.pg_name is not None else a.pg_id
+                    key = (_text(a.collective_name), _count(a.in_nelems), _count(a.out_nelems),
+                           _text(a.dtype),
+                           None if pg is None or isinstance(pg, (list, dict)) else str(pg))
+                    comm[i] = self.comms.setdefault(key, len(self.comms))
+        return shape, stack, comm
 
     # --- parts built elsewhere (another process) ---------------------------------------
 
@@ -359,7 +375,24 @@ class ColumnBuilder:
 _TEXT = frozenset({str, type(None)})
 _LANE = frozenset({str, int, type(None)})
 _ARGS = frozenset({Args, type(None)})
-_EVENT = frozenset({Event})
+_INT = frozenset({int})
+_LIST = frozenset({list})
+#: phase -> is the end of a flow (``s`` or ``f``)
+_FLOW_END = {"s": True, "f": True}
+
+
+def _of_phase(events: list[Event], phases: list, ph: str, count: int) -> list[Event]:
+    """The ``count`` events whose phase is ``ph`` (``phases``: the events' phases). A few
+    are found by C-speed scans of ``phases`` (memory instants among other events)."""
+    if count == len(events):
+        return events
+    if count * 16 < len(events):
+        out, at = [], -1
+        for _ in range(count):
+            at = phases.index(ph, at + 1)
+            out.append(events[at])
+        return out
+    return [e for e, p in zip(events, phases) if p == ph]
 
 
 def _bad_lane(v: object) -> bool:
@@ -368,7 +401,7 @@ def _bad_lane(v: object) -> bool:
         type(v) is int and INT64_MIN <= v <= INT64_MAX)
 
 
-def _all_of_types(values: list, types: frozenset) -> bool:
+def _all_of_types(values: Iterable, types: frozenset) -> bool:
     """Is the type of every value in ``types``? (one C-speed pass)"""
     return set(map(type, values)) <= types
 
@@ -456,6 +489,16 @@ def _link_columns(args: list, kind: np.ndarray, pids: list, tids: list) -> dict:
     device = np.full(len(args), -1, dtype=np.int64)
     stream = np.full(len(args), -1, dtype=np.int64)
     rows = np.flatnonzero(np.isin(kind, DEVICE_KINDS)).tolist()
+    sub = [args[i] for i in rows]
+    if None not in sub:  # the usual case at C speed: every device event has int lanes
+        devices, streams = [a.device for a in sub], [a.stream for a in sub]
+        if _all_of_types(devices, _INT) and _all_of_types(streams, _INT):
+            try:
+                device[rows], stream[rows] = devices, streams
+                return {"correlation": corr, "external_id": ext, "device": device,
+                        "stream": stream}
+            except OverflowError:  # beyond int64: one by one below
+                pass
     try:
         _fill_lanes(device, stream, rows, args, pids, tids, lambda v: True)
     except OverflowError:  # an args.device/stream beyond int64: use pid/tid instead
@@ -489,9 +532,9 @@ def _kernel_columns(args: list, kind: np.ndarray, bad: Counter) -> dict:
         sub = [args[i] for i in rows]
         for col, field in ((blocks, "grid"), (tpb, "block")):
             dims = [getattr(a, field) if a is not None else None for a in sub]
-            col[rows] = sizes = [_product(d) for d in dims]
-            if -1 in sizes and (unknown := sum(s < 0 and d is not None
-                                               for s, d in zip(sizes, dims))):
+            col[rows] = sizes = _products(dims)
+            if (sizes < 0).any() and (unknown := sum(s < 0 and d is not None
+                                                     for s, d in zip(sizes.tolist(), dims))):
                 bad[field] += unknown
 
         bps[rows] = float_column([a.blocks_per_sm if a is not None else None for a in sub])
@@ -502,6 +545,19 @@ def _kernel_columns(args: list, kind: np.ndarray, bad: Counter) -> dict:
             bad["est. achieved occupancy %"] += int(out_of_range.sum())
             occ[out_of_range] = np.nan
     return {"blocks": blocks, "threads_per_block": tpb, "blocks_per_sm": bps, "occupancy": occ}
+
+
+def _products(dims: list) -> np.ndarray:
+    """:func:`_product` of each, at C speed when every one is three ints in ``[0, 2**20)``."""
+    if _all_of_types(dims, _LIST) and _all_of_types(chain.from_iterable(dims), _INT):
+        try:
+            xyz = np.array(dims, dtype=np.int64).reshape(len(dims), -1)
+        except (ValueError, OverflowError):  # lists of different lengths, beyond int64
+            xyz = None
+        if xyz is not None and xyz.shape[1] == 3 and (
+                not len(xyz) or (xyz.min() >= 0 and xyz.max() < 2**20)):
+            return xyz.prod(axis=1)
+    return np.array([_product(d) for d in dims], dtype=np.int64)
 
 
 def _product(dims: object) -> int:

@@ -29,6 +29,8 @@ F = msgspec.field
 _MAX_REPAIRS = 16
 _POS = re.compile(r"\(byte (\d+)\)")
 CHUNK_BYTES = 32 << 20  # decode the event list in pieces of about this size
+#: A rest of the event list longer than this at the end of the file is cut once more.
+TAIL_CUT_BYTES = 1 << 20
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _PREFIX_LIMIT = 64 << 20  # metadata before traceEvents larger than this: decode whole
@@ -49,8 +51,9 @@ class Args(msgspec.Struct, gc=False):
     block: Any = None
     blocks_per_sm: Any = F(default=None, name="blocks per SM")
     occupancy: Any = F(default=None, name="est. achieved occupancy %")
-    input_dims: msgspec.Raw = F(default=msgspec.Raw(b""), name="Input Dims")
-    input_dims_lc: msgspec.Raw = F(default=msgspec.Raw(b""), name="Input dims")
+    # the dims' JSON text, printed once per distinct text (None when absent)
+    input_dims: msgspec.Raw = F(default=None, name="Input Dims")
+    input_dims_lc: msgspec.Raw = F(default=None, name="Input dims")
     call_stack: Any = F(default=None, name="Call stack")
     device_type: Any = F(default=None, name="Device Type")
     device_id: Any = F(default=None, name="Device Id")
@@ -190,6 +193,12 @@ class Split:
                                  f"the event list) is longer than {MAX_EVENT_BYTES:,} bytes, "
                                  "which no profiler writes (a runaway name or args?). Re-export "
                                  "the trace.", file=self.name or None)
+        if size > TAIL_CUT_BYTES:  # its events too as a chunk (maybe decoded elsewhere), so
+            # that the tail decoded at the end holds just the last event and the closing keys
+            chunk, carry = _cut(pending)
+            if chunk is not None:
+                yield chunk
+                pending = [carry]
         self.tail = b"".join(pending)
         self.tail_offset = self.read - len(self.tail)
 
