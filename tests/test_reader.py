@@ -114,6 +114,11 @@ def _decimal_ns(text: str) -> tuple[int, bool]:
      "9223372036854775.807", "9223372036854775.808", "-9223372036854775.808",
      "-9223372036854775.809", "99999999999999999", "9999999999999999.999",
      "", "-", ".", ".5", "-.5", "1-2", "1.2.3", "--1", "+5", " 5", "abc", "inf", "NaN", "１２"],
+    # ASCII only (cut at the commas that join them): one length with a bad one, a comma
+    # or a NUL inside a text, texts longer than any number the vectorised parse takes
+    ["1712195495519689.047", "17121954955196x9.047", "-712195495519689.047"],
+    ["1,5", "2.5", "3"], ["12\x00", "1.5", "\x001"],
+    ["1234567890123456789012.5", "12345678901234567.5", "-1234567890123456789.123", "7"],
 ])
 def test_us_to_ns_text_matches_decimal(texts):
     """The vectorised parse of decimal text equals Decimal's, to the ns, including the

@@ -238,13 +238,15 @@ class ColumnBuilder:
                 else a.input_dims_lc for a in host]
         if dims.count(None) < len(dims):
             raw_ids, shapes = self._raw_shapes, self.shapes
-            for i, v in zip(rows, dims):
-                if v is not None:
-                    raw = bytes(v)
-                    sid = raw_ids.get(raw)
-                    if sid is None:
-                        sid = raw_ids[raw] = shapes.setdefault(_format_dims(raw), len(shapes))
-                    shape[i] = sid
+            raws = [bytes(v) for v in dims if v is not None]
+            sids = list(map(raw_ids.get, raws))
+            for j in [j for j, sid in enumerate(sids) if sid is None]:  # texts new here
+                raw = raws[j]
+                sid = raw_ids.get(raw)  # (new, but maybe met earlier in this chunk)
+                if sid is None:
+                    sid = raw_ids[raw] = shapes.setdefault(_format_dims(raw), len(shapes))
+                sids[j] = sid
+            shape[[i for i, v in zip(rows, dims) if v is not None]] = sids
         texts = [None if a is None else a.call_stack for a in host]
         if texts.count(None) < len(texts):
             stacks = self.stacks
@@ -549,14 +551,15 @@ def _kernel_columns(args: list, kind: np.ndarray, bad: Counter) -> dict:
 
 def _products(dims: list) -> np.ndarray:
     """:func:`_product` of each, at C speed when every one is three ints in ``[0, 2**20)``."""
-    if _all_of_types(dims, _LIST) and _all_of_types(chain.from_iterable(dims), _INT):
-        try:
-            xyz = np.array(dims, dtype=np.int64).reshape(len(dims), -1)
-        except (ValueError, OverflowError):  # lists of different lengths, beyond int64
-            xyz = None
-        if xyz is not None and xyz.shape[1] == 3 and (
-                not len(xyz) or (xyz.min() >= 0 and xyz.max() < 2**20)):
-            return xyz.prod(axis=1)
+    if _all_of_types(dims, _LIST) and set(map(len, dims)) <= {3}:
+        flat = list(chain.from_iterable(dims))
+        if _all_of_types(flat, _INT):
+            try:
+                xyz = np.array(flat, dtype=np.int64).reshape(len(dims), 3)
+            except OverflowError:  # beyond int64
+                xyz = None
+            if xyz is not None and (not len(xyz) or (xyz.min() >= 0 and xyz.max() < 2**20)):
+                return xyz.prod(axis=1)
     return np.array([_product(d) for d in dims], dtype=np.int64)
 
 

@@ -11,6 +11,7 @@ Example: ``["1712195495519689.047", 12, "135.162"] -> [1712195495519689047, 1200
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from decimal import Decimal
 
 import numpy as np
@@ -85,7 +86,7 @@ def us_to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
 #: those with an exponent, more than 3 fraction digits, spaces or non-ASCII characters, go
 #: through :class:`~decimal.Decimal` one by one (Kineto writes none of these).
 _WIDTH = 21
-_DOT, _MINUS, _ZERO = ord("."), ord("-"), ord("0")
+_DOT, _MINUS, _ZERO, _COMMA = ord("."), ord("-"), ord("0"), ord(",")
 _TEN = np.uint64(10)
 
 
@@ -105,22 +106,52 @@ def _text_us_to_ns(texts: list) -> tuple[np.ndarray, np.ndarray]:
     n = len(texts)
     ns = np.zeros(n, dtype=np.int64)
     valid = np.zeros(n, dtype=bool)
+    for sub, rows in _by_length(texts):
+        _parse_group(sub, rows, ns, valid)
+    for i in np.flatnonzero(~valid).tolist():
+        ns[i], valid[i] = _decimal_us_to_ns(texts[i])
+    return ns, valid
+
+
+def _by_length(texts: list) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The texts of each length from 1 to ``_WIDTH`` as ``(bytes matrix, one row a
+    text; their positions)``. Texts that are not strings, not ASCII or longer are in no
+    group (left to Decimal). All-ASCII string texts are joined with commas and cut at them
+    (3-4 times faster than numpy's conversion of each text, the one used otherwise: x50
+    2024, issue 19); texts all of one length (epoch timestamps) are one matrix as they lie."""
+    n = len(texts)
+    try:
+        joined = np.frombuffer((",".join(texts) + ",").encode("ascii"), dtype=np.uint8)
+    except (TypeError, UnicodeEncodeError):  # not all strings, or not ASCII
+        joined = None
+    if joined is not None:
+        ends = np.flatnonzero(joined == _COMMA)
+        if len(ends) == n:  # (else a text holds a comma: not a number, done below)
+            starts = np.empty_like(ends)
+            starts[:1], starts[1:] = 0, ends[:-1] + 1
+            length = ends - starts
+            if n and (length == length[0]).all() and 0 < length[0] <= _WIDTH:
+                size = int(length[0])
+                yield joined.reshape(n, size + 1)[:, :size], np.arange(n)
+                return
+            for size in np.flatnonzero(np.bincount(length)[1: _WIDTH + 1]).tolist():
+                size += 1
+                rows = np.flatnonzero(length == size)
+                yield joined[starts[rows, None] + np.arange(size)], rows
+            return
     try:
         # any value becomes text (None -> b"None": not a number); longer ones are cut, so
         # they are left to Decimal below
         mat = np.array(texts, dtype=f"S{_WIDTH + 1}")
     except (UnicodeEncodeError, ValueError, TypeError):  # non-ASCII, a list: one by one
-        mat = None
-    if mat is not None and n:
+        return
+    if n:
         b = mat.view(np.uint8).reshape(n, _WIDTH + 1)
         length = np.strings.str_len(mat)
         for size in np.flatnonzero(np.bincount(length)[1: _WIDTH + 1]).tolist():
             size += 1
             rows = np.flatnonzero(length == size)
-            _parse_group(b[rows, :size], rows, ns, valid)
-    for i in np.flatnonzero(~valid).tolist():
-        ns[i], valid[i] = _decimal_us_to_ns(texts[i])
-    return ns, valid
+            yield b[rows, :size], rows
 
 
 def _parse_group(sub: np.ndarray, rows: np.ndarray, ns: np.ndarray, valid: np.ndarray) -> None:
