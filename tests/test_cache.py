@@ -427,3 +427,32 @@ def test_eviction_scans_are_throttled_but_big_writes_still_evict(tmp_path, monke
     monkeypatch.setattr(cache_mod, "EVICT_INTERVAL_S", 0.0)
     cache.put(str(tmp_path / "t0.json"), {"again": 1}, {})
     assert len(scans) == 3
+
+
+def test_packing_leaves_no_cycle_holding_the_arrays():
+    """pack and unpack walk the graph with a recursive closure; once they return, nothing of
+    theirs refers to the arrays, which go with their last other reference, without waiting
+    for a garbage collection (issue 19: an idle worker kept a timeline's arrays)."""
+    import gc
+    import weakref
+
+    from stepscope.store.packing import pack, unpack
+    from stepscope.timeline.lod import Items
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        obj = Items(*(np.arange(10) + i for i in range(7)))
+        packed = weakref.ref(obj.start)
+        state, arrays = pack(obj)
+        del obj, arrays
+        assert packed() is None
+        loaded = {str(i): np.arange(10) + i for i in range(7)}
+        back = unpack(state, loaded)
+        assert back.end.tolist() == list(range(1, 11))
+        unpacked = weakref.ref(loaded["0"])
+        del back, loaded
+        assert unpacked() is None
+    finally:
+        if was:
+            gc.enable()

@@ -612,3 +612,29 @@ def test_analysis_in_two_threads_equals_the_serial_one(monkeypatch):
                  (serial.nodes.device_total, threaded.nodes.device_total)):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
     assert orjson.dumps(pack(views.ViewSet(serial))[0]) == orjson.dumps(pack(views.ViewSet(threaded))[0])
+
+
+def test_a_worker_gives_its_heap_back_after_each_job(monkeypatch):
+    """Once a job is answered, the worker waits for the next one while the server loads what
+    it stored: it gives the C heap's free pages back first, whatever the trace's size (issue
+    19: the idle worker of a 2024 x50 trace held 0.66 GB, 0.09 GB trimmed)."""
+    from stepscope.store import child
+
+    seen = []
+    monkeypatch.setattr(child, "_conn", None)  # (set by the worker loop; restored after)
+    monkeypatch.setattr(child, "watch_parent", lambda pid: None)
+    monkeypatch.setattr(child, "analyse_to_cache",
+                        lambda *job: seen.append(("job", job)) or {"ok": True})
+    monkeypatch.setattr(child, "_malloc_trim", lambda: lambda pad: seen.append(("trim", pad)))
+
+    class Conn:
+        inbox = [("a.json",), ("b.json",), None]
+
+        def recv(self):
+            return self.inbox.pop(0)
+
+        def send(self, message):
+            seen.append(("send", message[0]))
+    child._worker_main(Conn(), os.getpid())
+    assert seen == [("job", ("a.json",)), ("send", "done"), ("trim", 0),
+                    ("job", ("b.json",)), ("send", "done"), ("trim", 0)]

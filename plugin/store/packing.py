@@ -7,6 +7,12 @@ into a flat ``arrays`` dict (an array referenced twice is stored once). :func:`u
 rebuilds the graph; it only instantiates classes whose module is inside the ``stepscope``
 package, without calling ``__init__``, so a tampered cache entry cannot run code.
 
+Both walk the graph with a recursive closure, which refers to itself through its cell: a
+reference cycle holding the ``arrays`` dict (every array packed, or loaded) until the next
+garbage collection. Each drops the closure when done, so the arrays go with their last other
+reference (issue 19: an analysis worker, idle after a 2024 x50 job and so not collecting,
+kept the timeline's arrays, 0.7 GB, while the server loaded its own copy).
+
 Example::
 
     state, arrays = pack(Point(x=np.arange(3), label=("a", 1)))
@@ -82,7 +88,10 @@ def pack(obj: Any) -> tuple[Any, dict[str, np.ndarray]]:
         return {"@": f"{cls.__module__}:{cls.__qualname__}",
                 "d": {k: walk(x) for k, x in fields.items()}}
 
-    return walk(obj), arrays
+    try:
+        return walk(obj), arrays
+    finally:
+        walk = None  # noqa: F841 - the recursive closure's cycle (see the module doc)
 
 
 def _plain_keys(d: dict) -> bool:
@@ -123,7 +132,10 @@ def unpack(state: Any, arrays: dict[str, np.ndarray]) -> Any:
             return obj
         return {k: walk(x) for k, x in v.items()}
 
-    return walk(state)
+    try:
+        return walk(state)
+    finally:
+        walk = None  # noqa: F841 - the recursive closure's cycle (see the module doc)
 
 
 def _hashable(k: Any) -> Any:
