@@ -722,3 +722,40 @@ def test_device_and_stream_at_c_speed_equal_the_rule_for_each(tmp_path, lanes):
         return v if type(v) is int and -2**63 <= v < 2**63 else fallback
     assert trace.device.tolist() == [rule(d, 3) for d, _ in lanes]
     assert trace.stream.tolist() == [rule(s, 9) for _, s in lanes]
+
+
+def test_the_reader_takes_over_chunks_a_slow_helper_has_not_started(tmp_path, monkeypatch):
+    """Rather than wait for its helper (slow here), the reader decodes the chunks the helper
+    has not started yet: the helper answers "taken" for them, and the trace is the same."""
+    import time
+
+    from stepscope.read import decode, rawfile, reader, shared
+
+    events = [dict(GOOD[1], ts=10 + i, args={"External id": i}) for i in range(3000)]
+    path = _write(tmp_path, _doc(events))
+    whole = read_trace(path)
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 20_000)
+    monkeypatch.setattr(rawfile, "CHUNK", 7_919)
+    monkeypatch.setattr(rawfile, "OUT_PIECE", 10_007)
+    here, build_local = os.getpid(), reader.build_local
+
+    def slow_in_helpers(chunk):
+        if os.getpid() != here:
+            time.sleep(0.2)
+        return build_local(chunk)
+    monkeypatch.setattr(reader, "build_local", slow_in_helpers)  # the fork inherits it
+    taken = []
+    claim = shared.Slots.claim
+
+    def counted(self, slot):
+        ok = claim(self, slot)
+        if os.getpid() == here:
+            taken.append(ok)
+        return ok
+    monkeypatch.setattr(shared.Slots, "claim", counted)
+    sent = _count_jobs_sent(monkeypatch)
+    trace = read_trace(path, helpers=1)
+    assert sent[0] > 0 and any(taken)  # the helper had chunks, the reader took some over
+    assert trace.events["external_id"].tolist() == list(range(3000))
+    for col in whole.events:
+        assert np.array_equal(whole.events[col], trace.events[col], equal_nan=True), col

@@ -14,7 +14,7 @@ buffer per chunk).
 from __future__ import annotations
 
 import mmap
-from typing import Optional
+from typing import Any, Optional
 
 from .decode import Chunk
 
@@ -26,12 +26,17 @@ SLOT_BYTES = 96 << 20
 class Slots:
     """``count`` shared buffers of ``size`` bytes; see the module doc. Used by one reader
     thread (:meth:`put`, :meth:`release`) and the helper a slot is given to (:meth:`view`
-    and :meth:`write`, until it answers)."""
+    and :meth:`write`, until it answers). With a multiprocessing ``context`` (given before
+    the fork), the chunk in a slot is decoded by whichever of the two :meth:`claim` s it
+    first."""
 
-    def __init__(self, count: int, size: int | None = None):
+    def __init__(self, count: int, size: int | None = None, context: Any = None):
         self.size = size = size or SLOT_BYTES
         self.maps = [mmap.mmap(-1, size) for _ in range(count)]  # MAP_SHARED, anonymous
         self.free = list(range(count))
+        #: per slot, taken by whichever process decodes the chunk in it (the helper it was
+        #: sent to, or the reader when it would otherwise wait: :meth:`claim`)
+        self.claims = [context.Lock() for _ in range(count)] if context is not None else None
 
     def put(self, chunk: Chunk) -> Optional[int]:
         """Copy ``chunk`` into a free slot; its number, or None (too big, or none free)."""
@@ -49,8 +54,14 @@ class Slots:
         """Write ``data`` (at most :attr:`size` bytes) at the start of ``slot``."""
         self.maps[slot][: len(data)] = data
 
+    def claim(self, slot: int) -> bool:
+        """Take the chunk in ``slot`` to decode it; False when the other process has."""
+        return self.claims is None or self.claims[slot].acquire(block=False)
+
     def release(self, slot: int) -> None:
         """``slot`` may be written again (its helper has answered)."""
+        if self.claims is not None:
+            self.claims[slot].release()
         self.free.append(slot)
 
     def close(self) -> None:
