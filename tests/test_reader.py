@@ -334,7 +334,7 @@ def test_chunked_decode_equals_whole_document(path, helpers, monkeypatch):
     """Cutting the event list into many small chunks (decoded here, or every other one in a
     helper process) gives exactly the one-piece result, whichever way the helper's answers
     come back (its slot, or the pipe) and when no chunk fits a slot (all decoded here)."""
-    from stepscope.read import decode, rawfile, reader, shared
+    from stepscope.read import decode, reader, shared
 
     whole = read_trace(str(path))
     if helpers == "pipe":  # the helper's answers come back through the pipe
@@ -342,10 +342,8 @@ def test_chunked_decode_equals_whole_document(path, helpers, monkeypatch):
     elif helpers == "no slot":
         monkeypatch.setattr(shared, "SLOT_BYTES", 1)
     sent = _count_jobs_sent(monkeypatch)
-    monkeypatch.setattr(decode, "CHUNK_BYTES", 50_000)
+    _small_pieces(monkeypatch, 50_000)
     monkeypatch.setattr(decode, "TAIL_CUT_BYTES", 20_000)  # the end of the list is cut too
-    monkeypatch.setattr(rawfile, "CHUNK", 7_919)
-    monkeypatch.setattr(rawfile, "OUT_PIECE", 10_007)
     chunked = read_trace(str(path), helpers=1 if helpers else 0)
     assert (sent[0] > 0) == (helpers in (1, "pipe"))  # the helper decoded chunks
     for col in whole.events:
@@ -357,6 +355,27 @@ def test_chunked_decode_equals_whole_document(path, helpers, monkeypatch):
     assert sorted(whole.strings) == sorted(chunked.strings) and whole.shapes == chunked.shapes
     assert whole.origin_ns == chunked.origin_ns and whole.metadata == chunked.metadata
     assert whole.device_properties == chunked.device_properties
+
+
+def _small_pieces(monkeypatch, chunk_bytes: int) -> None:
+    """Cut the event list into chunks of about ``chunk_bytes``, from small odd-sized pieces
+    of the file (many chunks from a small trace)."""
+    from stepscope.read import decode, rawfile
+
+    monkeypatch.setattr(decode, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(rawfile, "CHUNK", 7_919)
+    monkeypatch.setattr(rawfile, "OUT_PIECE", 10_007)
+
+
+def _in_helpers(monkeypatch, name: str, wrap) -> None:
+    """Replace ``reader.<name>`` in the helper processes only (forked: they inherit it) by
+    ``wrap(original)``."""
+    from stepscope.read import reader
+
+    here, original = os.getpid(), getattr(reader, name)
+    wrapped = wrap(original)
+    monkeypatch.setattr(reader, name, lambda *a: wrapped(*a) if os.getpid() != here
+                        else original(*a))
 
 
 def _count_jobs_sent(monkeypatch) -> list[int]:
@@ -379,21 +398,15 @@ def test_an_error_in_a_helper_is_raised_by_the_reader(tmp_path, monkeypatch):
     RecursionError is a 422), and the helper process is gone afterwards."""
     import psutil
 
-    from stepscope.read import decode, rawfile, reader
-
     events = [dict(GOOD[1], args={"External id": i}) for i in range(2000)]
     path = _write(tmp_path, _doc(events))
-    monkeypatch.setattr(decode, "CHUNK_BYTES", 5_000)
-    monkeypatch.setattr(rawfile, "CHUNK", 7_919)
-    monkeypatch.setattr(rawfile, "OUT_PIECE", 10_007)
+    _small_pieces(monkeypatch, 5_000)
 
-    here, decode_chunk = os.getpid(), reader.decode_chunk
-
-    def deep_in_helpers(chunk):
-        if os.getpid() != here:
+    def too_deep(decode_chunk):
+        def deep(chunk):
             raise RecursionError("maximum recursion depth exceeded")
-        return decode_chunk(chunk)
-    monkeypatch.setattr(reader, "decode_chunk", deep_in_helpers)  # the fork inherits it
+        return deep
+    _in_helpers(monkeypatch, "decode_chunk", too_deep)
     sent = _count_jobs_sent(monkeypatch)
     before = set(psutil.Process().children())  # (a forkserver of other tests, ...)
     with pytest.raises(TraceError) as e:
@@ -729,21 +742,20 @@ def test_the_reader_takes_over_chunks_a_slow_helper_has_not_started(tmp_path, mo
     has not started yet: the helper answers "taken" for them, and the trace is the same."""
     import time
 
-    from stepscope.read import decode, rawfile, reader, shared
+    from stepscope.read import shared
 
     events = [dict(GOOD[1], ts=10 + i, args={"External id": i}) for i in range(3000)]
     path = _write(tmp_path, _doc(events))
     whole = read_trace(path)
-    monkeypatch.setattr(decode, "CHUNK_BYTES", 20_000)
-    monkeypatch.setattr(rawfile, "CHUNK", 7_919)
-    monkeypatch.setattr(rawfile, "OUT_PIECE", 10_007)
-    here, build_local = os.getpid(), reader.build_local
+    _small_pieces(monkeypatch, 20_000)
+    here = os.getpid()
 
-    def slow_in_helpers(chunk):
-        if os.getpid() != here:
+    def slow(build_local):
+        def slowly(chunk):
             time.sleep(0.2)
-        return build_local(chunk)
-    monkeypatch.setattr(reader, "build_local", slow_in_helpers)  # the fork inherits it
+            return build_local(chunk)
+        return slowly
+    _in_helpers(monkeypatch, "build_local", slow)
     taken = []
     claim = shared.Slots.claim
 
