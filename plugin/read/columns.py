@@ -134,9 +134,7 @@ def _by_length(texts: list) -> Iterator[tuple[np.ndarray, np.ndarray]]:
                 size = int(length[0])
                 yield joined.reshape(n, size + 1)[:, :size], np.arange(n)
                 return
-            for size in np.flatnonzero(np.bincount(length)[1: _WIDTH + 1]).tolist():
-                size += 1
-                rows = np.flatnonzero(length == size)
+            for size, rows in _lengths(length):
                 yield joined[starts[rows, None] + np.arange(size)], rows
             return
     try:
@@ -147,11 +145,14 @@ def _by_length(texts: list) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         return
     if n:
         b = mat.view(np.uint8).reshape(n, _WIDTH + 1)
-        length = np.strings.str_len(mat)
-        for size in np.flatnonzero(np.bincount(length)[1: _WIDTH + 1]).tolist():
-            size += 1
-            rows = np.flatnonzero(length == size)
+        for size, rows in _lengths(np.strings.str_len(mat)):
             yield b[rows, :size], rows
+
+
+def _lengths(length: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """Each length from 1 to ``_WIDTH`` present in ``length`` and the positions holding it."""
+    for size in np.flatnonzero(np.bincount(length)[1: _WIDTH + 1]).tolist():
+        yield size + 1, np.flatnonzero(length == size + 1)
 
 
 def _parse_group(sub: np.ndarray, rows: np.ndarray, ns: np.ndarray, valid: np.ndarray) -> None:

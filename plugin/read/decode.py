@@ -196,9 +196,9 @@ class Split:
         if size > TAIL_CUT_BYTES:  # its events too as a chunk (maybe decoded elsewhere), so
             # that the tail decoded at the end holds just the last event and the closing keys
             chunk, carry = _cut(pending)
+            pending = [carry]
             if chunk is not None:
                 yield chunk
-                pending = [carry]
         self.tail = b"".join(pending)
         self.tail_offset = self.read - len(self.tail)
 
