@@ -589,3 +589,107 @@ def test_timeline_built_with_a_second_thread_equals_the_serial_build(resnet, mon
     (state_s, arrays_s), (state_t, arrays_t) = pack(serial), pack(threaded)
     assert state_s == state_t and arrays_s.keys() == arrays_t.keys()
     assert all(arrays_s[k].tobytes() == arrays_t[k].tobytes() for k in arrays_s)
+
+
+# --- read back from the cache -------------------------------------------------------------------
+
+
+def _cached(tmp_path, tl, rebuild=None):
+    """``tl`` stored in a disk cache and read back as the server does: (LazyTimeline, cache)."""
+    from stepscope.store.cache import DiskCache
+    from stepscope.store.lazy import LazyTimeline, TimelineSlots
+    from stepscope.store.packing import pack
+
+    cache = DiskCache(str(tmp_path / "cache"))
+    source = str(tmp_path / "w.pt.trace.json")
+    state, arrays = pack(tl)
+    cache.put(source, {"state": state}, arrays, key="k")
+    return LazyTimeline(lambda: cache.get(source, "k"), rebuild or (lambda: 1 / 0),
+                        TimelineSlots()), cache
+
+
+def _tiny_timeline():
+    return build_timeline(build(
+        [step(1, 0, 100), op("aten::conv2d", 1, 50, ext=1), runtime("cudaLaunchKernel", 2, 5, corr=7),
+         kernel("conv", 10, 30, corr=7), op("aten::add", 60, 5), step(2, 100, 100),
+         op("aten::add", 110, 5), kernel("add", 120, 4)]))
+
+
+@pytest.mark.parametrize("own_files", [False, True])
+def test_a_cached_timeline_unpacks_its_event_tables_when_first_used(tmp_path, monkeypatch,
+                                                                    own_files):
+    """The server draws a cached timeline's first window without loading the per-event
+    tables (issue 19, x200: 0.88-1.10 -> 0.30-0.40 s to the first answer); an event or a
+    search loads them then, from files held open even if the entry was evicted meanwhile,
+    and every answer is the one of the timeline as built."""
+    from stepscope.store import cache as cache_mod
+    from stepscope.store.packing import refs
+
+    if own_files:  # every array in a file of its own (big traces), else all in small.bin
+        monkeypatch.setattr(cache_mod, "SMALL_ARRAY_BYTES", 0)
+    tl = _tiny_timeline()
+    lazy, cache = _cached(tmp_path, tl)
+    for width in (300, 2000):
+        assert lazy.query(None, None, width) == tl.query(None, None, width)
+    entry = lazy.entry
+    later_only = set(entry.names()) - refs(entry.meta["state"])
+    assert later_only and not later_only & set(entry._arrays)  # trace columns among them
+    assert bool(entry._files) == own_files
+    import shutil
+    shutil.rmtree(entry.folder)  # evicted (by another server sharing the cache, say)
+    for i in range(len(tl.trace)):
+        assert lazy.event(i) == tl.event(i)
+    assert lazy.search("add") == tl.search("add")
+    assert later_only <= set(entry._arrays) and not entry._files
+    with pytest.raises(NotFound):
+        lazy.event(len(tl.trace))
+
+
+def test_a_cached_timeline_whose_later_part_is_corrupt_is_analysed_again(tmp_path, monkeypatch):
+    """A table unpacked on first use whose file turns out corrupt: the entry is removed and
+    the trace analysed again (202 meanwhile), as when it is corrupt at load."""
+    from stepscope.errors import Loading, NotReady
+    from stepscope.store import cache as cache_mod
+    from stepscope.store.packing import refs
+
+    monkeypatch.setattr(cache_mod, "SMALL_ARRAY_BYTES", 0)
+    rebuilt = []
+
+    class Building:
+        def done(self):
+            return False
+
+        def loading(self):
+            return Loading("analyse", 0.5, 1.0)
+
+    def rebuild():
+        rebuilt.append(1)
+        return Building()
+    tl = _tiny_timeline()
+    lazy, _ = _cached(tmp_path, tl, rebuild)
+    assert lazy.query(None, None, 500) == tl.query(None, None, 500)
+    entry = lazy.entry
+    name = sorted(set(entry.names()) - refs(entry.meta["state"]))[0]
+    with open(os.path.join(entry.folder, name + ".npy"), "r+b") as f:
+        f.seek(130)
+        f.write(b"\xff\xff\xff")
+    with pytest.raises(NotReady):
+        lazy.event(1)
+    assert rebuilt == [1] and not os.path.exists(entry.folder)
+
+
+def test_a_field_left_packed_is_unpacked_once_whichever_thread_asks():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from stepscope.store.packing import pack, unpack
+
+    tl = _tiny_timeline()
+    state, arrays = pack(tl)
+    back = unpack(state, arrays)
+    assert set(back._later) == {"trace", "layout", "event_index"}
+    assert "trace" not in vars(back)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda _: back.trace, range(8)))
+    assert all(g is got[0] for g in got) and vars(back)["trace"] is got[0]
+    assert got[0].events.keys() == tl.trace.events.keys()
+    assert all(got[0].events[k].tobytes() == tl.trace.events[k].tobytes() for k in tl.trace.events)

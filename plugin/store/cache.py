@@ -31,7 +31,9 @@ import re
 import shutil
 import socket
 import tempfile
+import threading
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -87,10 +89,15 @@ def default_root() -> str:
 def _digest(path: str) -> str:
     """CRC-32 of a file: catches torn or corrupted files at memory speed (a cryptographic
     hash would cost far more on every cached re-open and protects nothing more here)."""
-    crc = 0
     with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            crc = crc32(block, crc)
+        return _digest_file(f)
+
+
+def _digest_file(f: io.BufferedReader) -> str:
+    """:func:`_digest` of an open file, read from where it is to its end."""
+    crc = 0
+    while block := f.read(1 << 22):
+        crc = crc32(block, crc)
     return f"{crc:08x}"
 
 
@@ -313,58 +320,116 @@ def widen(stored: np.ndarray, how: dict) -> np.ndarray:
 
 @dataclass
 class Entry:
-    """A cache hit: ``meta`` (JSON) and lazily loaded, checksum-verified arrays."""
+    """A cache hit: ``meta`` (JSON) and lazily loaded, checksum-verified arrays. An entry is
+    also the mapping :func:`~stepscope.store.packing.unpack` takes arrays from: ``entry[name]``
+    loads an array when first asked for, and :meth:`preload` loads several together."""
 
     folder: str
     meta: dict
     manifest: dict
     _arrays: dict[str, np.ndarray] = field(default_factory=dict)
     _small: bytes | None = None
+    #: array name -> its file, opened by :meth:`hold_files` and not read yet
+    _files: dict[str, io.BufferedReader] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def names(self) -> list[str]:
         return [n[:-4] for n in self.manifest["files"] if n.endswith(".npy")] + \
             list(self.manifest.get("packed", ()))
 
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.array(name)
+
     def array(self, name: str) -> np.ndarray:
         """The array ``name`` (read-only: memory-mapped when stored at full width in a file
         of its own). Raises ``KeyError``/``ValueError`` when missing or corrupt, ``OSError``
         when a file is gone."""
-        packed = self.manifest.get("packed", {})
-        if name not in self._arrays and name in packed:
-            if self._small is None:
-                with open(os.path.join(self.folder, SMALL_FILE), "rb") as f:
-                    blob = f.read()
-                if f"{crc32(blob):08x}" != self.manifest["files"][SMALL_FILE]["crc32"]:
-                    raise ValueError("cache file of small arrays is corrupt")
-                self._small = blob
-            self._arrays[name] = _load_small(self._small, packed[name])
-        if name not in self._arrays:
-            self._arrays[name] = self._file_array(name)
-        return self._arrays[name]
+        with self._lock:
+            if name not in self._arrays:
+                packed = self.manifest.get("packed", {})
+                self._arrays[name] = _load_small(self._small_blob(), packed[name]) \
+                    if name in packed else self._file_array(name)
+            return self._arrays[name]
 
-    def _file_array(self, name: str) -> np.ndarray:
-        """The array stored in a file of its own, checked and widened back."""
-        fname = name + ".npy"
-        path = os.path.join(self.folder, fname)
-        if _digest(path) != self.manifest["files"][fname]["crc32"]:
-            raise ValueError(f"cache array {name} is corrupt")
-        return widen(np.load(path, mmap_mode="r", allow_pickle=False),
-                     self.manifest["files"][fname])
+    def preload(self, names: Iterable[str]) -> None:
+        """Load the arrays ``names``. Those in files of their own are read in
+        :data:`IO_THREADS` threads when they are big: widening narrowed arrays is copying,
+        without the GIL (the x200 timeline, 2.4 GB widened: 1.55-1.83 -> 0.84-0.88 s)."""
+        with self._lock:
+            packed = self.manifest.get("packed", {})
+            files = [n for n in names if n not in packed and n not in self._arrays]
+            stored = sum(self.manifest["files"][n + ".npy"]["size"] for n in files)
+            self._arrays.update(zip(files, _io_map(self._file_array, files, stored)))
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Every array. Those in files of their own are read in :data:`IO_THREADS` threads
-        when they are big: widening narrowed arrays is copying, without the GIL (the x200
-        timeline, 2.4 GB widened: 1.55-1.83 -> 0.84-0.88 s)."""
-        packed = self.manifest.get("packed", {})
-        files = [n for n in self.names() if n not in packed and n not in self._arrays]
-        stored = sum(self.manifest["files"][n + ".npy"]["size"] for n in files)
-        self._arrays.update(zip(files, _io_map(self._file_array, files, stored)))
+        """Every array."""
+        self.preload(self.names())
         return {n: self.array(n) for n in self.names()}
 
+    def hold_files(self) -> None:
+        """Open the files of the arrays not loaded yet (and read the small arrays' file), so
+        that they can still be loaded once the entry is evicted (its folder removed, by this
+        server or another one sharing the cache)."""
+        with self._lock:
+            try:
+                if self.manifest.get("packed"):
+                    self._small_blob()
+                for name in self.names():
+                    if name not in self._arrays and name not in self._files \
+                            and name + ".npy" in self.manifest["files"]:
+                        self._files[name] = open(os.path.join(self.folder, name + ".npy"), "rb")
+            except BaseException:
+                self._close_files()
+                raise
+
+    def _small_blob(self) -> bytes:
+        """The file of small arrays (read and checked once)."""
+        if self._small is None:
+            with open(os.path.join(self.folder, SMALL_FILE), "rb") as f:
+                blob = f.read()
+            if f"{crc32(blob):08x}" != self.manifest["files"][SMALL_FILE]["crc32"]:
+                raise ValueError("cache file of small arrays is corrupt")
+            self._small = blob
+        return self._small
+
+    def _file_array(self, name: str) -> np.ndarray:
+        """The array stored in a file of its own (held open, or opened now), checked and
+        widened back."""
+        fname = name + ".npy"
+        f = self._files.pop(name, None) or open(os.path.join(self.folder, fname), "rb")
+        with f:
+            if _digest_file(f) != self.manifest["files"][fname]["crc32"]:
+                raise ValueError(f"cache array {name} is corrupt")
+            f.seek(0)
+            stored = _mapped_npy(f)
+        return widen(stored, self.manifest["files"][fname])
+
     def drop_arrays(self) -> None:
-        """Forget the loaded arrays (their memory maps close once nothing else uses them)."""
-        self._arrays = {}
-        self._small = None
+        """Forget the loaded arrays (their memory maps close once nothing else uses them)
+        and the files held."""
+        with self._lock:
+            self._arrays = {}
+            self._small = None
+            self._close_files()
+
+    def _close_files(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files = {}
+
+
+def _mapped_npy(f: io.BufferedReader) -> np.ndarray:
+    """The array of an open ``.npy`` file (format 1.0, as :func:`_save` writes), memory-mapped
+    read-only (the map stays valid once the file is closed or removed)."""
+    if np.lib.format.read_magic(f) != (1, 0):
+        raise ValueError("not a cache array file")
+    shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+    if dtype.hasobject:
+        raise ValueError("object arrays cannot be cached")
+    if not np.prod(shape, dtype=np.int64):
+        return np.zeros(shape, dtype=dtype)
+    return np.memmap(f, dtype=dtype, mode="r", shape=shape, order="F" if fortran else "C",
+                     offset=f.tell())
 
 
 class DiskCache:

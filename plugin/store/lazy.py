@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import shutil
 import threading
 import zlib
 from collections import OrderedDict
@@ -27,7 +28,7 @@ import orjson
 from ..errors import Loading, NotReady, StepscopeError
 from ..views import ViewSet
 from .cache import Entry
-from .packing import unpack
+from .packing import PackError, unpack
 
 log = logging.getLogger(__name__)
 
@@ -107,13 +108,14 @@ class LazyTimeline:
         self.entry = self.fetch()
         if self.entry is not None:
             try:
-                timeline = unpack(self.entry.meta["state"], self.entry.arrays())
+                # its per-event tables are unpacked when first used (Timeline._UNPACK_LATER):
+                # their files are held open meanwhile, in case the entry is evicted
+                self.entry.hold_files()
+                timeline = unpack(self.entry.meta["state"], self.entry)
                 self._rebuilt = False  # evicted again later: may be rebuilt again
                 return timeline
             except (OSError, ValueError, KeyError) as e:
-                log.warning("cached timeline in %s is unusable (%s); analysing again",
-                            self.entry.folder, e)
-                self.entry.drop_arrays()
+                self._unusable(e)
         if self._rebuilt:  # analysed again, and still nothing in the cache
             raise StepscopeError("timeline unavailable", "The analysed timeline of this trace "
                                  "is not in the cache (is the cache folder full, or shared "
@@ -122,6 +124,27 @@ class LazyTimeline:
         self._rebuilt = True
         self.building = self.rebuild()
         raise NotReady(self.building.loading())
+
+    def _unusable(self, error: Exception) -> None:
+        """The cached timeline cannot be read back (corrupt): remove it, so that analysing
+        the trace again replaces it."""
+        log.warning("cached timeline in %s is unusable (%s); analysing again",
+                    self.entry.folder, error)
+        self.entry.drop_arrays()
+        shutil.rmtree(self.entry.folder, ignore_errors=True)
+
+    def _answer(self, method: str, *args, **kwargs) -> Any:
+        """``timeline.method(*args, **kwargs)``. When a part unpacked on first use turns out
+        unusable (corrupt), the trace is analysed again (meanwhile: :class:`NotReady`)."""
+        timeline = self.get()
+        try:
+            return getattr(timeline, method)(*args, **kwargs)
+        except PackError as e:
+            with self.slots.lock:
+                if self._timeline is timeline:
+                    self._unusable(e)
+                    self._timeline = None
+            return self._answer(method, *args, **kwargs)
 
     def wait(self) -> None:
         """Wait until the worker building the timeline (if any) has ended."""
@@ -135,13 +158,13 @@ class LazyTimeline:
             self.entry.drop_arrays()
 
     def query(self, *args, **kwargs) -> dict:
-        return self.get().query(*args, **kwargs)
+        return self._answer("query", *args, **kwargs)
 
     def event(self, event_id: int) -> dict:
-        return self.get().event(event_id)
+        return self._answer("event", event_id)
 
     def search(self, *args, **kwargs) -> dict:
-        return self.get().search(*args, **kwargs)
+        return self._answer("search", *args, **kwargs)
 
 
 #: JSON bytes of unpacked view payloads the server keeps at once (all traces together);

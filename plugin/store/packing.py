@@ -14,6 +14,13 @@ reference (issue 19: an analysis worker, idle after a 2024 x50 job and so not co
 kept its last timeline's arrays while the server loaded its own copy: RSS 1.0 -> 0.66 GB once
 dropped).
 
+A class may name fields that :func:`unpack` leaves packed (``_UNPACK_LATER``): they become
+:class:`Later` objects, in the object's ``_later`` dict, which the class unpacks when first used
+(with their arrays: ``arrays`` may load each array when first asked for, see
+:meth:`stepscope.store.cache.Entry.preload`). The server so loads a cached timeline's per-event
+tables only when an event is first looked up, not for its first window (issue 19, x200: 1.7 of
+the 2.4 GB widened before the first ``trace/timeline`` answer).
+
 Example::
 
     state, arrays = pack(Point(x=np.arange(3), label=("a", 1)))
@@ -24,7 +31,10 @@ Example::
 from __future__ import annotations
 
 import enum
+import functools
 import importlib
+import threading
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -110,8 +120,14 @@ _AS_IS = frozenset((type(None), bool, str, int))
 _INFINITIES = (float("inf"), float("-inf"))
 
 
-def unpack(state: Any, arrays: dict[str, np.ndarray]) -> Any:
-    """Inverse of :func:`pack` (``arrays`` may be read-only memory maps)."""
+def unpack(state: Any, arrays: Mapping[str, np.ndarray]) -> Any:
+    """Inverse of :func:`pack` (``arrays`` may be read-only memory maps). The fields a class
+    names in ``_UNPACK_LATER`` are left packed (:class:`Later`). ``arrays`` may load each
+    array when first asked for; if it has a ``preload(names)`` method, it is first given
+    every array name this call uses (to load them together)."""
+    preload = getattr(arrays, "preload", None)
+    if preload is not None:
+        preload(refs(state))
 
     def walk(v: Any) -> Any:
         if isinstance(v, list):
@@ -127,9 +143,15 @@ def unpack(state: Any, arrays: dict[str, np.ndarray]) -> Any:
         if "@f" in v:
             return float(v["@f"])
         if "@" in v:
-            obj = _new(v["@"])
+            cls = _class(v["@"])
+            obj = cls.__new__(cls)
+            later = _later_fields(cls)
             for k, x in v["d"].items():
-                object.__setattr__(obj, k, walk(x))
+                if k not in later:
+                    object.__setattr__(obj, k, walk(x))
+            if later:
+                object.__setattr__(obj, "_later", {k: Later(x, arrays) for k, x in v["d"].items()
+                                                   if k in later})
             return obj
         return {k: walk(x) for k, x in v.items()}
 
@@ -139,11 +161,58 @@ def unpack(state: Any, arrays: dict[str, np.ndarray]) -> Any:
         walk = None  # noqa: F841 - the recursive closure's cycle (see the module doc)
 
 
+def refs(state: Any) -> set[str]:
+    """Names of the arrays :func:`unpack` takes for ``state`` (not those of fields it leaves
+    packed)."""
+    out: set[str] = set()
+    todo = [state]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, list):
+            todo += v
+        elif isinstance(v, dict):
+            if "@a" in v:
+                out.add(v["@a"])
+            elif "@" in v:
+                later = _later_fields(_class(v["@"]))
+                todo += [x for k, x in v["d"].items() if k not in later]
+            else:
+                todo += v.values()
+    return out
+
+
+class Later:
+    """A field that :func:`unpack` left packed; calling it unpacks it (once, whichever thread
+    asks first) and returns the value."""
+
+    def __init__(self, state: Any, arrays: Mapping[str, np.ndarray]):
+        self._state = state
+        self._arrays = arrays
+        self._value: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> Any:
+        with self._lock:
+            if self._arrays is not None:
+                try:
+                    self._value = unpack(self._state, self._arrays)
+                except (OSError, KeyError, ValueError) as e:  # its arrays: gone or corrupt
+                    raise PackError(f"a part left packed cannot be unpacked: {e}") from e
+                self._state = self._arrays = None
+            return self._value
+
+
+def _later_fields(cls: type) -> tuple[str, ...]:
+    return getattr(cls, "_UNPACK_LATER", ())
+
+
 def _hashable(k: Any) -> Any:
     return tuple(_hashable(x) for x in k) if isinstance(k, list) else k
 
 
-def _new(ref: str) -> Any:
+@functools.cache
+def _class(ref: str) -> type:
+    """The class named ``ref`` (``module:qualname``), if it is one of this package's."""
     module, _, qualname = ref.partition(":")
     if module != _PACKAGE and not module.startswith(_PACKAGE + "."):
         raise PackError(f"refusing to create {ref}: not a {_PACKAGE} class")
@@ -152,4 +221,4 @@ def _new(ref: str) -> Any:
         obj = getattr(obj, part)
     if not isinstance(obj, type):
         raise PackError(f"{ref} is not a class")
-    return obj.__new__(obj)
+    return obj

@@ -37,10 +37,18 @@ MAX_SEARCH_PAGE = 1000
 class Timeline:
     """Lanes, level-of-detail index, counters, steps and links of one trace."""
 
+    #: The per-event tables, which only ``trace/event`` and ``trace/search`` read: a timeline
+    #: read back from the cache unpacks them when first used (``_later``, see
+    #: :mod:`stepscope.store.packing`), so its first window is drawn without them (issue 19,
+    #: x200: 1.7 of the 2.4 GB the server loaded before answering it).
+    _UNPACK_LATER = ("trace", "layout", "event_index")
+
     def __init__(self, trace: Trace, layout: Layout, steps: list[tuple[str, int, int]],
                  links: Links):
         self.trace = trace
         self.layout = layout
+        self.strings = trace.strings
+        self.lanes = layout.lanes
         n = len(trace)
         end = trace.start + trace.dur
         self.end_ns = max(int(end.max()) if n else 0,
@@ -57,7 +65,18 @@ class Timeline:
             self.lod = LOD(gid, trace.start, layout.vis_end, trace.name, nrows)
             self.counters = counters.result()
         self.steps = sorted(steps, key=lambda s: (s[1], s[2]))
+        # (name, start) -> id of the ProfilerStep#N host events
+        rows = np.flatnonzero(trace.kind == Kind.STEP)
+        self.step_ids = {(trace.name_of(r), int(trace.start[r])): r for r in rows.tolist()}
         self.event_index = event_index.result()
+
+    def __getattr__(self, name: str):
+        """A field of :data:`_UNPACK_LATER` still packed: unpacked now, once."""
+        later = self.__dict__.get("_later")
+        if later is None or name not in later:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        value = self.__dict__[name] = later[name]()
+        return value
 
     # --- trace/timeline ---------------------------------------------------------------------
 
@@ -95,13 +114,13 @@ class Timeline:
         ev = blocks.ev.tolist()
         for i in np.flatnonzero(blocks.count == 1).tolist():
             rows[i].append(ev[i])
-        cut = np.searchsorted(lane_of_block, np.arange(len(self.layout.lanes) + 1))
+        cut = np.searchsorted(lane_of_block, np.arange(len(self.lanes) + 1))
         lanes = [{"id": ln.id, "name": ln.name, "kind": ln.kind, "rows": ln.rows,
                   "blocks": rows[cut[k]:cut[k + 1]]}
-                 for k, ln in enumerate(self.layout.lanes)]
+                 for k, ln in enumerate(self.lanes)]
         lanes += [{"id": c.id, "name": c.name, "kind": "counter", "unit": c.unit,
                    "points": c.points(s, e, width)} for c in self.counters]
-        strings = self.trace.strings
+        strings = self.strings
         return {
             "range": [0, self.end_ns / 1000], "start": s / 1000, "end": e / 1000,
             "names": [strings[i] for i in used.tolist()],
@@ -116,12 +135,8 @@ class Timeline:
         none). Steps given as ``(name, start, end)`` are their own host span."""
         name, a, b = st[:3]
         ha, hb = st[3:5] if len(st) >= 5 else (a, b)
-        ids = getattr(self, "_step_ids", None)
-        if ids is None:
-            t = self.trace
-            rows = np.flatnonzero(t.kind == Kind.STEP)
-            ids = self._step_ids = {(t.name_of(int(r)), int(t.start[r])): int(r) for r in rows.tolist()}
-        return [name, a / 1000, b / 1000, ha / 1000, hb / 1000, ids.get((f"ProfilerStep#{name}", ha))]
+        return [name, a / 1000, b / 1000, ha / 1000, hb / 1000,
+                self.step_ids.get((f"ProfilerStep#{name}", ha))]
 
     # --- trace/search ---------------------------------------------------------------------------
 
@@ -133,7 +148,7 @@ class Timeline:
         Example: names ``aten::add`` @5 µs, ``aten::addmm`` @2 µs, ``aten::mul``; ``q="ADD"``
         gives total 2, matches ``addmm`` then ``add``."""
         needle = q.lower()
-        strings = self.trace.strings
+        strings = self.strings
         lower = getattr(self, "_lower_names", None)
         if lower is None or len(lower) != len(strings):
             lower = self._lower_names = [s.lower() for s in strings]
