@@ -456,3 +456,36 @@ def test_packing_leaves_no_cycle_holding_the_arrays():
     finally:
         if was:
             gc.enable()
+
+
+def test_arrays_saved_ahead_are_moved_into_the_entry(tmp_path, trace_file):
+    """The worker saves a trace's columns while it builds the timeline (issue 19); put then
+    only renames their files: the entry reads back the same, and nothing is left over."""
+    cache = DiskCache(str(tmp_path / "c"))
+    rng = np.random.default_rng(1)
+    early = {"times": 10**12 + np.arange(50_000) * 7, "wide": rng.integers(-2**62, 2**62, 20_000),
+             "unused": np.arange(30_000)}
+    late = {"lod": np.arange(40_000) % 300, "small": np.arange(5)}
+    ahead = cache.save_ahead("k", [*early.values(), np.arange(3)])  # (small: not saved ahead)
+    entry = {n: a for n, a in {**early, **late}.items() if n != "unused"}
+    cache.put(trace_file, {"m": 1}, entry, key="k", ahead=ahead)
+    hit = cache.get(trace_file, "k")
+    assert sorted(hit.names()) == sorted(entry)
+    for name, want in entry.items():
+        got = hit.array(name)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), name
+    folder = cache._folder("k")
+    assert not [f for f in os.listdir(folder) if f.startswith("ahead-")]
+    assert os.listdir(os.path.dirname(folder)) == ["k"]  # no temporary folder left
+    assert cache.save_ahead("k2", [np.arange(3)]) is None  # nothing big: no thread
+
+
+def test_a_failed_put_or_discard_leaves_nothing_saved_ahead(tmp_path, trace_file):
+    cache = DiskCache(str(tmp_path / "c"))
+    ahead = cache.save_ahead("k", [np.arange(100_000)])
+    ahead.discard()
+    assert not os.path.exists(ahead.folder)
+    ahead = cache.save_ahead("k", [np.arange(100_000)])
+    with pytest.raises(TypeError):  # meta that is not JSON
+        cache.put(trace_file, {"m": object()}, {"a": np.arange(100_000)}, key="k", ahead=ahead)
+    assert os.listdir(os.path.dirname(cache._folder("k"))) == []

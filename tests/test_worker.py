@@ -638,3 +638,35 @@ def test_a_worker_gives_its_heap_back_after_each_job(monkeypatch):
     child._worker_main(Conn(), os.getpid())
     assert seen == [("job", ("a.json",)), ("send", "done"), ("trim", 0),
                     ("job", ("b.json",)), ("send", "done"), ("trim", 0)]
+
+
+def test_the_timeline_stored_with_columns_saved_ahead_is_the_one_built(monkeypatch, tmp_path):
+    """The worker saves the trace's columns and links while it builds the timeline (issue 19:
+    x200); every array is big here, so all of those go that way: the stored timeline answers
+    as the one built in-process, and no temporary folder is left."""
+    from stepscope.read.reader import read_trace
+    from stepscope.store import cache as cache_mod
+    from stepscope.store import child
+    from stepscope.views import build_views
+
+    monkeypatch.setattr(cache_mod, "SMALL_ARRAY_BYTES", 0)
+    monkeypatch.setattr(child, "_conn", None)
+    saved = []
+    real = cache_mod.DiskCache.save_ahead
+    monkeypatch.setattr(cache_mod.DiskCache, "save_ahead",
+                        lambda self, key, arrays: saved.append(a := real(self, key, arrays)) or a)
+    from stepscope.store.cache import DiskCache
+
+    path = _tiny(tmp_path / "w.pt.trace.json")
+    cache = DiskCache(str(tmp_path / "c"))
+    key = cache.key(str(path))
+    assert child.analyse_to_cache(str(path), str(tmp_path / "c"), 1 << 40, key) == {"ok": True}
+    assert saved and saved[0] is not None
+    want = build_views(read_trace(str(path))).timeline
+    lazy = LazyTimeline(lambda: cache.get(str(path), timeline_key(key)), lambda: 1 / 0,
+                        TimelineSlots())
+    assert lazy.query(None, None, 700) == want.query(None, None, 700)
+    for i in range(0, len(want.trace), max(1, len(want.trace) // 50)):
+        assert lazy.event(i) == want.event(i)
+    assert not [f for d, _, fs in os.walk(cache.root) for f in fs if f.startswith("ahead-")]
+    assert not [d for d, _, _ in os.walk(cache.root) if ".tmp-" in d]

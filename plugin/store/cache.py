@@ -418,6 +418,43 @@ class Entry:
         self._files = {}
 
 
+class Ahead:
+    """Big arrays of an entry saved in a thread before the entry is put
+    (:meth:`DiskCache.save_ahead`), into the temporary folder that :meth:`DiskCache.put` then
+    fills and moves into place, renaming their files."""
+
+    def __init__(self, folder: str, arrays: list[np.ndarray]):
+        self.folder = folder
+        self._arrays = arrays  # (held: their ids name them until put)
+        self._saved: dict[int, tuple[str, dict]] = {}  # id(array) -> (file, manifest record)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._save, name="stepscope-save-ahead",
+                                        daemon=True)
+        self._thread.start()
+
+    def _save(self) -> None:
+        try:
+            for i, arr in enumerate(self._arrays):
+                file = f"ahead-{i}.npy"
+                self._saved[id(arr)] = (file, _save(os.path.join(self.folder, file), arr))
+        except BaseException as e:  # noqa: BLE001 - raised by saved(), in put
+            self._error = e
+
+    def saved(self) -> dict[int, tuple[str, dict]]:
+        """Wait for the thread: ``id(array) -> (file name, manifest record)``; raises what
+        stopped it (a full disk, say)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._saved
+
+    def discard(self) -> None:
+        """Remove what was saved (the entry will not be put)."""
+        self._thread.join()
+        self._arrays = []
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 def _mapped_npy(f: io.BufferedReader) -> np.ndarray:
     """The array of an open ``.npy`` file (format 1.0, as :func:`_save` writes), memory-mapped
     read-only (the map stays valid once the file is closed or removed)."""
@@ -477,26 +514,50 @@ class DiskCache:
             shutil.rmtree(folder, ignore_errors=True)
             return None
 
-    def put(self, path: str, meta: dict, arrays: dict[str, np.ndarray],
-            key: str | None = None) -> None:
-        """Store an entry for the file's current version, or under ``key`` (taken before the
-        file was read, so content read from a file that changed meanwhile is never filed
-        under the new version). Atomic; a concurrent twin wins."""
-        key = key or self.key(path)
+    def save_ahead(self, key: str, arrays: Iterable[np.ndarray]) -> Ahead | None:
+        """Start saving the big ones of ``arrays``, part of the entry :meth:`put` stores under
+        ``key`` later, in a thread meanwhile (the analysis worker saves a trace's columns while
+        it lays out the timeline); None when none is big. Pass the result to :meth:`put`, or
+        :meth:`Ahead.discard` it."""
+        big = [a for a in arrays if a.nbytes >= SMALL_ARRAY_BYTES]
+        return Ahead(self._tmp_folder(key), big) if big else None
+
+    def _tmp_folder(self, key: str) -> str:
+        """A new temporary folder beside the entry ``key`` will have (:meth:`sweep` knows it)."""
         final = self._folder(key)
         os.makedirs(os.path.dirname(final), exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=_tmp_prefix(key), dir=os.path.dirname(final))
+        return tempfile.mkdtemp(prefix=_tmp_prefix(key), dir=os.path.dirname(final))
+
+    def put(self, path: str, meta: dict, arrays: dict[str, np.ndarray],
+            key: str | None = None, ahead: Ahead | None = None) -> None:
+        """Store an entry for the file's current version, or under ``key`` (taken before the
+        file was read, so content read from a file that changed meanwhile is never filed
+        under the new version). Atomic; a concurrent twin wins. ``ahead``: some of the
+        ``arrays`` already saved (:meth:`save_ahead`)."""
+        key = key or self.key(path)
+        final = self._folder(key)
+        tmp = self._tmp_folder(key) if ahead is None else ahead.folder
         try:
             files = {"meta.json": _write(os.path.join(tmp, "meta.json"), orjson.dumps(
                 meta, option=orjson.OPT_SERIALIZE_NUMPY))}
+            saved = ahead.saved() if ahead is not None else {}
             # the kernel's copy into the page cache is the cost (~300 MB/s per thread here):
             # a big entry's files are written by two threads at once
             def save(item: tuple[str, np.ndarray]) -> dict:
-                return _save(os.path.join(tmp, item[0] + ".npy"), item[1])
+                name, arr = item
+                done = saved.get(id(arr))
+                if done is not None:
+                    os.rename(os.path.join(tmp, done[0]), os.path.join(tmp, name + ".npy"))
+                    return done[1]
+                return _save(os.path.join(tmp, name + ".npy"), arr)
 
             big = {n: a for n, a in arrays.items() if a.nbytes >= SMALL_ARRAY_BYTES}
-            sums = _io_map(save, list(big.items()), sum(a.nbytes for a in big.values()))
+            sums = _io_map(save, list(big.items()), sum(a.nbytes for a in big.values()
+                                                        if id(a) not in saved))
             files.update((name + ".npy", info) for name, info in zip(big, sums))
+            for file, _ in saved.values():  # saved ahead but not part of the entry after all
+                if os.path.exists(os.path.join(tmp, file)):
+                    os.remove(os.path.join(tmp, file))
             small = {n: a for n, a in arrays.items() if n not in big}
             packed = _save_small(os.path.join(tmp, SMALL_FILE), small) if small else {}
             if small:
@@ -507,6 +568,8 @@ class DiskCache:
                                       "version": __version__, "created": time.time()}))
             self._place(tmp, final, path, key)
         except BaseException:
+            if ahead is not None:
+                ahead.discard()  # (its thread may still write into tmp)
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         self._maybe_evict(sum(f["size"] for f in files.values()))
