@@ -693,3 +693,56 @@ def test_a_field_left_packed_is_unpacked_once_whichever_thread_asks():
     assert all(g is got[0] for g in got) and vars(back)["trace"] is got[0]
     assert got[0].events.keys() == tl.trace.events.keys()
     assert all(got[0].events[k].tobytes() == tl.trace.events[k].tobytes() for k in tl.trace.events)
+
+
+def test_a_later_part_that_stays_corrupt_answers_503_after_one_retry(tmp_path, monkeypatch):
+    """The entry cannot be removed (another user's cache, say): its timeline is loaded once
+    more, and a second failure answers 503 rather than loading it again and again."""
+    from stepscope.errors import StepscopeError
+    from stepscope.store import cache as cache_mod
+    from stepscope.store import lazy as lazy_mod
+    from stepscope.store.packing import refs
+
+    monkeypatch.setattr(cache_mod, "SMALL_ARRAY_BYTES", 0)
+    loads = []
+    monkeypatch.setattr(lazy_mod.shutil, "rmtree", lambda *a, **k: loads.append("rmtree"))
+    tl = _tiny_timeline()
+    lazy, _ = _cached(tmp_path, tl)  # (rebuilding would raise ZeroDivisionError)
+    lazy.query(None, None, 500)
+    entry = lazy.entry
+    name = sorted(set(entry.names()) - refs(entry.meta["state"]))[0]
+    with open(os.path.join(entry.folder, name + ".npy"), "r+b") as f:
+        f.seek(130)
+        f.write(b"\xff\xff\xff")
+    with pytest.raises(StepscopeError) as e:
+        lazy.event(1)
+    assert e.value.status == 503 and loads == ["rmtree"]
+    assert lazy.query(None, None, 500) == tl.query(None, None, 500)  # the rest still answers
+
+
+def test_a_timeline_unloaded_during_a_request_still_answers_it(tmp_path, monkeypatch):
+    """A request holding a timeline that another request unloads (a fifth trace opened),
+    and whose entry is then evicted, still unpacks its tables from the held files; they
+    close once nothing uses the timeline."""
+    import gc
+    import shutil
+
+    from stepscope.store import cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "SMALL_ARRAY_BYTES", 0)
+    tl = _tiny_timeline()
+    lazy, _ = _cached(tmp_path, tl)
+    held = lazy.get()
+    folder, files = lazy.entry.folder, list(lazy.entry._files.values())
+    assert files
+    lazy.unload()
+    shutil.rmtree(folder)
+    assert held.event(2) == tl.event(2) and held.search("add") == tl.search("add")
+    assert all(f.closed for f in files)  # (loaded)
+    lazy, _ = _cached(tmp_path / "again", tl)
+    held = lazy.get()
+    files = list(lazy.entry._files.values())
+    lazy.unload()
+    del held
+    gc.collect()
+    assert files and all(f.closed for f in files)

@@ -670,3 +670,23 @@ def test_the_timeline_stored_with_columns_saved_ahead_is_the_one_built(monkeypat
         assert lazy.event(i) == want.event(i)
     assert not [f for d, _, fs in os.walk(cache.root) for f in fs if f.startswith("ahead-")]
     assert not [d for d, _, _ in os.walk(cache.root) if ".tmp-" in d]
+
+
+def test_a_timeline_that_cannot_be_stored_leaves_nothing_saved_ahead(monkeypatch, tmp_path):
+    from stepscope.store import cache as cache_mod
+    from stepscope.store import child
+    from stepscope.timeline import Timeline
+
+    monkeypatch.setattr(cache_mod, "SMALL_ARRAY_BYTES", 0)
+    monkeypatch.setattr(child, "_conn", None)
+    real = child.pack
+
+    def pack(obj):
+        if isinstance(obj, Timeline):
+            raise MemoryError
+        return real(obj)
+    monkeypatch.setattr(child, "pack", pack)
+    path = _tiny(tmp_path / "w.pt.trace.json")
+    answer = child.analyse_to_cache(str(path), str(tmp_path / "c"), 1 << 40, "k" * 64)
+    assert answer["error"] == "out of memory"
+    assert not [d for d, _, _ in os.walk(tmp_path / "c") if ".tmp-" in d]

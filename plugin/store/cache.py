@@ -33,6 +33,7 @@ import socket
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -369,8 +370,10 @@ class Entry:
     def hold_files(self) -> None:
         """Open the files of the arrays not loaded yet (and read the small arrays' file), so
         that they can still be loaded once the entry is evicted (its folder removed, by this
-        server or another one sharing the cache)."""
+        server or another one sharing the cache). They close as they are loaded, or with the
+        entry."""
         with self._lock:
+            weakref.finalize(self, _close_all, self._files)
             try:
                 if self.manifest.get("packed"):
                     self._small_blob()
@@ -413,9 +416,14 @@ class Entry:
             self._close_files()
 
     def _close_files(self) -> None:
-        for f in self._files.values():
-            f.close()
-        self._files = {}
+        _close_all(self._files)
+
+
+def _close_all(files: dict[str, io.BufferedReader]) -> None:
+    """Close and forget ``files`` (held by an :class:`Entry`)."""
+    for f in files.values():
+        f.close()
+    files.clear()
 
 
 class Ahead:

@@ -129,11 +129,11 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str,
             timeline = build_timeline(**inputs)
             del inputs
             progress("timeline", TIMELINE_BUILD_SHARE, now=True)
+            return _store(cache, path, timeline_key(key), timeline, ahead) or {"ok": True}
         except BaseException:
             if ahead is not None:
-                ahead.discard()
+                ahead.discard()  # (nothing left to remove once the entry is in place)
             raise
-        return _store(cache, path, timeline_key(key), timeline, ahead) or {"ok": True}
     except StepscopeError as e:
         return {"status": e.status, **e.body()}
     except MemoryError:

@@ -28,7 +28,7 @@ import orjson
 from ..errors import Loading, NotReady, StepscopeError
 from ..views import ViewSet
 from .cache import Entry
-from .packing import PackError, unpack
+from .packing import LaterError, unpack
 
 log = logging.getLogger(__name__)
 
@@ -133,18 +133,25 @@ class LazyTimeline:
         self.entry.drop_arrays()
         shutil.rmtree(self.entry.folder, ignore_errors=True)
 
-    def _answer(self, method: str, *args, **kwargs) -> Any:
-        """``timeline.method(*args, **kwargs)``. When a part unpacked on first use turns out
-        unusable (corrupt), the trace is analysed again (meanwhile: :class:`NotReady`)."""
+    def _answer(self, method: str, args: tuple, kwargs: dict, again: bool = False) -> Any:
+        """``timeline.method(*args, **kwargs)``. When a part unpacked on first use cannot be
+        read, the timeline is loaded once more; when it is corrupt, the entry is removed
+        first, so the trace is analysed again (meanwhile: :class:`NotReady`). A second
+        failure answers 503."""
         timeline = self.get()
         try:
             return getattr(timeline, method)(*args, **kwargs)
-        except PackError as e:
+        except LaterError as e:
+            if again:
+                raise StepscopeError("timeline unavailable", "The cached timeline of this trace "
+                                     f"cannot be read ({e}). Reload the page; if this persists, "
+                                     "remove the cache folder.", status=503) from None
             with self.slots.lock:
                 if self._timeline is timeline:
-                    self._unusable(e)
                     self._timeline = None
-            return self._answer(method, *args, **kwargs)
+                    if e.corrupt:
+                        self._unusable(e)
+            return self._answer(method, args, kwargs, again=True)
 
     def wait(self) -> None:
         """Wait until the worker building the timeline (if any) has ended."""
@@ -152,19 +159,19 @@ class LazyTimeline:
             self.building.error()  # waits for the worker's answer
 
     def unload(self) -> None:
-        """Drop the timeline and its memory maps (they close once no request uses them)."""
+        """Drop the timeline and its cache entry: its memory maps and held files close once
+        no request uses them (one may still unpack a part from the held files)."""
         self._timeline = None
-        if self.entry is not None:
-            self.entry.drop_arrays()
+        self.entry = None
 
     def query(self, *args, **kwargs) -> dict:
-        return self._answer("query", *args, **kwargs)
+        return self._answer("query", args, kwargs)
 
     def event(self, event_id: int) -> dict:
-        return self._answer("event", event_id)
+        return self._answer("event", (event_id,), {})
 
     def search(self, *args, **kwargs) -> dict:
-        return self._answer("search", *args, **kwargs)
+        return self._answer("search", args, kwargs)
 
 
 #: JSON bytes of unpacked view payloads the server keeps at once (all traces together);

@@ -46,6 +46,15 @@ class PackError(ValueError):
     """The value holds something that cannot be packed (or a state cannot be unpacked)."""
 
 
+class LaterError(PackError):
+    """A field left packed (:class:`Later`) could not be unpacked: its arrays are corrupt
+    (``corrupt``), or could not be read (a file gone, too many open files...)."""
+
+    def __init__(self, message: str, corrupt: bool):
+        super().__init__(message)
+        self.corrupt = corrupt
+
+
 def pack(obj: Any) -> tuple[Any, dict[str, np.ndarray]]:
     """``obj`` -> ``(state, arrays)``; ``state`` is JSON-able, arrays are named "0", "1", ..."""
     arrays: dict[str, np.ndarray] = {}
@@ -196,8 +205,9 @@ class Later:
             if self._arrays is not None:
                 try:
                     self._value = unpack(self._state, self._arrays)
-                except (OSError, KeyError, ValueError) as e:  # its arrays: gone or corrupt
-                    raise PackError(f"a part left packed cannot be unpacked: {e}") from e
+                except (OSError, KeyError, ValueError) as e:
+                    raise LaterError(f"a part left packed cannot be unpacked: {e}",
+                                     corrupt=not isinstance(e, OSError)) from e
                 self._state = self._arrays = None
             return self._value
 
