@@ -9,7 +9,9 @@ served while it still builds the timeline; until then the ``trace/*`` routes ans
 The timeline loads only when a ``trace/*`` route first asks, memory-mapped, and only a few
 timelines stay loaded at a time (:class:`TimelineSlots`, least recently used first out). So
 a server over many traces keeps its memory and open files bounded (each memory map holds a
-file descriptor).
+file descriptor). It loads in two parts: what a window draws, then its per-event tables when
+an event or a search first needs them (``Timeline._UNPACK_LATER``), from files held open
+meanwhile.
 """
 
 from __future__ import annotations
