@@ -32,6 +32,7 @@ import numpy as np
 
 from ..analysis.tree import HostTree, build_tree
 from ..model import Trace
+from ..processes import later, second_thread
 from ..taxonomy import DEVICE_KINDS, Kind
 
 
@@ -100,54 +101,66 @@ def assign_lanes(trace: Trace, tree: HostTree | None = None) -> Layout:
     del is_device, is_sync
 
     clipped = 0
-    # --- host threads -------------------------------------------------------------------
-    if len(host_rows):
-        thread = trace.thread[host_rows]
-        present = np.zeros(len(trace.threads), dtype=bool)
-        present[thread] = True
-        tids = sorted(np.flatnonzero(present).tolist(),
-                      key=lambda t: (_sort_key(trace.threads[t][0]), _sort_key(trace.threads[t][1])))
-        dense = np.full(len(trace.threads), -1, dtype=np.int32)
-        dense[np.array(tids, dtype=np.int64)] = np.arange(len(tids))
-        group = dense[thread]
-        depth, vend = host_depths(trace, host_rows, tree, thread)
-        del thread
-        clipped = int((vend < end[host_rows]).sum())
-        row[host_rows] = depth
-        end[host_rows] = vend  # from here on, ``end`` is the drawn end
-        del vend
-        nrows = np.zeros(len(tids), dtype=np.int64)
-        np.maximum.at(nrows, group, depth.astype(np.int64) + 1)
-        for g, t in enumerate(tids):
-            pid, tid = trace.threads[t]
-            name = f"Thread {tid} (pid {pid})" if isinstance(pid, int) else f"{pid} / {tid}"
-            lanes.append(Lane(f"host:{pid}:{tid}", name, "host", int(nrows[g]), 0))
-        lane[host_rows] = group
-    # --- device streams, then sync lanes ------------------------------------------------------
-    for rows, sync in ((dev_rows, False), (sync_rows, True)):
-        if not len(rows):
-            continue
-        dev = trace.device[rows].astype(np.int64)
-        stream = np.zeros(len(rows), dtype=np.int64) if sync else trace.stream[rows]
-        pairs, group = _pairs(dev, stream)
-        packed = pack(group, start[rows], end[rows])
-        row[rows] = packed
-        nrows = np.zeros(pairs.shape[1], dtype=np.int64)
-        np.maximum.at(nrows, group, packed.astype(np.int64) + 1)
-        base = len(lanes)
-        for g in range(pairs.shape[1]):
-            d, s = int(pairs[0, g]), int(pairs[1, g])
-            if sync:
-                lanes.append(Lane(f"device:{d}:sync", f"GPU {d} sync", "device", int(nrows[g]), 0))
-            else:
-                lanes.append(Lane(f"device:{d}:{s}", f"GPU {d} stream {s}", "device",
-                                  int(nrows[g]), 0))
-        lane[rows] = base + group
+    with second_thread(n, memory_bound_too=True) as pool:
+        # the device and sync lanes are laid out beside the host ones, in a second thread for
+        # big traces (numpy runs without the GIL; on copies of their rows' times)
+        streams = [(rows, later(pool, _stream_lanes, trace, rows, sync, start[rows], end[rows]))
+                   for rows, sync in ((dev_rows, False), (sync_rows, True)) if len(rows)]
+        # --- host threads -------------------------------------------------------------------
+        if len(host_rows):
+            thread = trace.thread[host_rows]
+            present = np.zeros(len(trace.threads), dtype=bool)
+            present[thread] = True
+            tids = sorted(np.flatnonzero(present).tolist(), key=lambda t: (
+                _sort_key(trace.threads[t][0]), _sort_key(trace.threads[t][1])))
+            dense = np.full(len(trace.threads), -1, dtype=np.int32)
+            dense[np.array(tids, dtype=np.int64)] = np.arange(len(tids))
+            group = dense[thread]
+            depth, vend = host_depths(trace, host_rows, tree, thread)
+            del thread
+            clipped = int((vend < end[host_rows]).sum())
+            row[host_rows] = depth
+            end[host_rows] = vend  # from here on, ``end`` is the drawn end
+            del vend
+            nrows = np.zeros(len(tids), dtype=np.int64)
+            np.maximum.at(nrows, group, depth.astype(np.int64) + 1)
+            for g, t in enumerate(tids):
+                pid, tid = trace.threads[t]
+                name = f"Thread {tid} (pid {pid})" if isinstance(pid, int) else f"{pid} / {tid}"
+                lanes.append(Lane(f"host:{pid}:{tid}", name, "host", int(nrows[g]), 0))
+            lane[host_rows] = group
+        # --- device streams, then sync lanes ----------------------------------------------------
+        for rows, laid_out in streams:
+            packed, group, more = laid_out.result()
+            row[rows] = packed
+            lane[rows] = len(lanes) + group
+            lanes += more
     row0 = 0
     for ln in lanes:
         ln.row0 = row0
         row0 += ln.rows
     return Layout(lanes=lanes, lane=lane, row=row, vis_end=end, clipped=clipped)
+
+
+def _stream_lanes(trace: Trace, rows: np.ndarray, sync: bool, start: np.ndarray,
+                  end: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[Lane]]:
+    """The device events ``rows`` (``start``, ``end``: theirs, ns) on one lane per device
+    and stream (``sync``: per device): ``(row in its lane, lane index among these, lanes)``."""
+    dev = trace.device[rows].astype(np.int64)
+    stream = np.zeros(len(rows), dtype=np.int64) if sync else trace.stream[rows]
+    pairs, group = _pairs(dev, stream)
+    packed = pack(group, start, end)
+    nrows = np.zeros(pairs.shape[1], dtype=np.int64)
+    np.maximum.at(nrows, group, packed.astype(np.int64) + 1)
+    lanes = []
+    for g in range(pairs.shape[1]):
+        d, s = int(pairs[0, g]), int(pairs[1, g])
+        if sync:
+            lanes.append(Lane(f"device:{d}:sync", f"GPU {d} sync", "device", int(nrows[g]), 0))
+        else:
+            lanes.append(Lane(f"device:{d}:{s}", f"GPU {d} stream {s}", "device",
+                              int(nrows[g]), 0))
+    return packed, group, lanes
 
 
 def _pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
