@@ -47,6 +47,8 @@ class Timeline:
                  links: Links):
         self.trace = trace
         self.layout = layout
+        # what a window reads of the trace and the layout, kept here too: those two are
+        # unpacked later (_UNPACK_LATER), and a window must not need them
         self.strings = trace.strings
         self.lanes = layout.lanes
         n = len(trace)
