@@ -24,12 +24,13 @@ import numpy as np
 from ..model import Trace
 from ..taxonomy import DEVICE_ACTIVITY_KINDS, HOST_KINDS, Kind
 from .intervals import sorted_unique
-from .tree import HostTree, nearest_marked_ancestor_at
+from .tree import INDEX, HostTree, nearest_marked_ancestor_at
 
 
 @dataclass
 class Links:
-    """Row-indexed link arrays (length ``len(trace)``, ``-1`` = none)."""
+    """Row-indexed link arrays (length ``len(trace)``, ``-1`` = none); rows and counts are
+    int32 (:data:`~.tree.INDEX`), ``device_ns`` int64."""
 
     #: device activity row -> row of the runtime call that launched it
     launcher: np.ndarray
@@ -122,7 +123,7 @@ def link(trace: Trace) -> Links:
 
     rt_c = runtime_rows[corr[runtime_rows] >= 0]
     act_c = activity_rows[corr[activity_rows] >= 0]
-    launcher = np.full(n, -1, dtype=np.int64)
+    launcher = np.full(n, -1, dtype=INDEX)
     launcher[act_c] = _lookup_before(corr[rt_c], trace.start[rt_c], rt_c, corr[act_c],
                                      trace.start[act_c])
     # legacy exports: the host op is the launcher (correlation from cpu_to_cuda flows)
@@ -137,17 +138,17 @@ def link(trace: Trace) -> Links:
     host = np.flatnonzero(trace.mask(*HOST_KINDS) & (ext > 0))
     host = host[np.argsort(kind[host] != Kind.HOST_OP, kind="stable")]
     rt_e = runtime_rows[ext[runtime_rows] > 0]
-    owner = np.full(n, -1, dtype=np.int64)
+    owner = np.full(n, -1, dtype=INDEX)
     owner[rt_e] = _lookup(ext[host], host, ext[rt_e])
     owner[legacy] = legacy
 
     linked = activity_rows[launcher[activity_rows] >= 0]
     device_ns = np.zeros(n, dtype=np.int64)
-    device_count = np.zeros(n, dtype=np.int64)
+    device_count = np.zeros(n, dtype=INDEX)
     if len(linked):
         # float sums are exact below 2**53 ns (104 days)
         device_ns = np.bincount(launcher[linked], weights=dur[linked], minlength=n).astype(np.int64)
-        device_count = np.bincount(launcher[linked], minlength=n).astype(np.int64)
+        device_count = np.bincount(launcher[linked], minlength=n).astype(INDEX)
     return Links(launcher=launcher, owner=owner, device_ns=device_ns,
                  device_count=device_count, activity_rows=activity_rows,
                  runtime_rows=runtime_rows,
