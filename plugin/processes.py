@@ -121,21 +121,18 @@ def small_pages() -> None:
 #: arrays (8 bytes an event) are above glibc's largest mmap threshold (32 MB), so they are
 #: mapped afresh whatever the heap holds (issue 19: x200 peaks near 4 GB).
 MEMORY_BOUND_EVENTS = 4_000_000
-#: Traces with this many events run independent analyses and views in a second thread (their
-#: numpy work runs without the GIL): not small ones (a thread costs more than it saves), nor,
-#: for the analysis, memory-bound ones (both threads' temporaries at once: +0.3 GB at 14.7 M
-#: events; the views' second thread costs less, see :func:`second_thread`).
-THREADED_EVENTS = range(200_000, MEMORY_BOUND_EVENTS)
+#: Traces with this many events run independent analyses, views and timeline layouts in a
+#: second thread (their numpy work runs without the GIL); not small ones (a thread costs
+#: more than it saves). Memory-bound traces too, since their threads share one C heap
+#: (:func:`~stepscope.store.child.one_malloc_arena`): x200 (14.7 M events), analysis
+#: 10.2-11.0 -> 6.3-8.1 s for a peak RSS 0.05-0.1 GB higher, still below the views' peak.
+THREADED_EVENTS = range(200_000, 1 << 62)
 
 
-def second_thread(events: int, memory_bound_too: bool = False):
+def second_thread(events: int):
     """A one-thread pool for the work :func:`later` puts aside on a trace of ``events``
-    events, or a context giving None (that work then runs at once). ``memory_bound_too``:
-    also above :data:`THREADED_EVENTS` (the views: at 14.7 M events 5.9 -> 3.3 s, for a
-    peak of the worker about 0.1 GB higher once the flame graph's temporaries were cut)."""
-    threaded = events in THREADED_EVENTS or (
-        memory_bound_too and len(THREADED_EVENTS) > 0 and events >= THREADED_EVENTS.stop)
-    return ThreadPoolExecutor(1) if threaded else nullcontext()
+    events, or a context giving None (that work then runs at once)."""
+    return ThreadPoolExecutor(1) if events in THREADED_EVENTS else nullcontext()
 
 
 def later(pool: ThreadPoolExecutor | None, fn, *args) -> Future:

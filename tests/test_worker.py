@@ -534,20 +534,19 @@ def test_views_built_in_a_second_thread_equal_the_serial_build(monkeypatch):
         assert arr.dtype == threaded[1][name].dtype and arr.tobytes() == threaded[1][name].tobytes()
 
 
-@pytest.mark.parametrize("events,analysis,views", [
-    (1_000, False, False), (1_000_000, True, True), (15_000_000, False, True)])
-def test_which_traces_get_a_second_thread(monkeypatch, events, analysis, views):
-    """Mid-sized traces run the analysis and the views in two threads; memory-bound ones
-    (x200) only the views, whose second thread costs little memory; none when the bounds
-    are empty (how the tests force the serial build)."""
+@pytest.mark.parametrize("events,threaded", [(1_000, False), (1_000_000, True),
+                                             (15_000_000, True)])
+def test_which_traces_get_a_second_thread(monkeypatch, events, threaded):
+    """Traces from 200 k events on run independent work in two threads, memory-bound ones
+    (x200) too; none when the bounds are empty (how the tests force the serial build)."""
     from stepscope import processes
 
-    def threaded(**kw) -> bool:
-        with processes.second_thread(events, **kw) as pool:
+    def has_pool() -> bool:
+        with processes.second_thread(events) as pool:
             return pool is not None
-    assert threaded() == analysis and threaded(memory_bound_too=True) == views
+    assert has_pool() == threaded
     monkeypatch.setattr(processes, "THREADED_EVENTS", range(0))
-    assert not threaded() and not threaded(memory_bound_too=True)
+    assert not has_pool()
 
 
 @pytest.mark.parametrize("events,trims", [(None, True), (10, False), (4_000_000, True)])
@@ -558,7 +557,7 @@ def test_heap_is_trimmed_between_phases_of_big_traces_only(monkeypatch, events, 
 
     calls = []
     monkeypatch.setattr(child, "MEMORY_BOUND_EVENTS", 4_000_000)
-    monkeypatch.setattr(child, "_malloc_trim", lambda: calls.append)
+    monkeypatch.setattr(child, "_glibc", lambda name: calls.append if name == "malloc_trim" else None)
     child.release_memory(events)
     assert calls == ([0] if trims else [])
 
@@ -625,7 +624,7 @@ def test_a_worker_gives_its_heap_back_after_each_job(monkeypatch):
     monkeypatch.setattr(child, "watch_parent", lambda pid: None)
     monkeypatch.setattr(child, "analyse_to_cache",
                         lambda *job: seen.append(("job", job)) or {"ok": True})
-    monkeypatch.setattr(child, "_malloc_trim", lambda: lambda pad: seen.append(("trim", pad)))
+    monkeypatch.setattr(child, "_glibc", lambda name: lambda *args: seen.append((name, *args)))
 
     class Conn:
         inbox = [("a.json",), ("b.json",), None]
@@ -636,8 +635,10 @@ def test_a_worker_gives_its_heap_back_after_each_job(monkeypatch):
         def send(self, message):
             seen.append(("send", message[0]))
     child._worker_main(Conn(), os.getpid())
-    assert seen == [("job", ("a.json",)), ("send", "done"), ("trim", 0),
-                    ("job", ("b.json",)), ("send", "done"), ("trim", 0)]
+    # (first of all, every thread it will start shares one C heap: see one_malloc_arena)
+    assert seen == [("mallopt", -8, 1),
+                    ("job", ("a.json",)), ("send", "done"), ("malloc_trim", 0),
+                    ("job", ("b.json",)), ("send", "done"), ("malloc_trim", 0)]
 
 
 def test_the_timeline_stored_with_columns_saved_ahead_is_the_one_built(monkeypatch, tmp_path):

@@ -61,7 +61,7 @@ class Timeline:
         gid = rows[layout.lane] + layout.row if n else np.zeros(0, dtype=np.int64)
         # the counters and the link tables are built beside the index in a second thread
         # for big traces (numpy runs without the GIL; x200: their 0.3 s hidden in LOD's)
-        with second_thread(n, memory_bound_too=True) as pool:
+        with second_thread(n) as pool:
             counters = later(pool, build_counters, trace)
             event_index = later(pool, EventIndex, trace, layout, links)
             self.lod = LOD(gid, trace.start, layout.vis_end, trace.name, nrows)

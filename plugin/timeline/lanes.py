@@ -101,7 +101,7 @@ def assign_lanes(trace: Trace, tree: HostTree | None = None) -> Layout:
     del is_device, is_sync
 
     clipped = 0
-    with second_thread(n, memory_bound_too=True) as pool:
+    with second_thread(n) as pool:
         # the device and sync lanes are laid out beside the host ones, in a second thread for
         # big traces (numpy runs without the GIL; on copies of their rows' times)
         streams = [(rows, later(pool, _stream_lanes, trace, rows, sync, start[rows], end[rows]))

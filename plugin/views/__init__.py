@@ -58,7 +58,7 @@ class ViewSet:
         # big trace the Module view (the slowest) is built in a second thread meanwhile
         # (x50: 0.92 -> 0.65 s), the Operator view last: its grouping's temporaries (37 B an
         # event) then meet the flame graph's (57) less (the peak memory of x200)
-        with second_thread(len(analysis.trace), memory_bound_too=True) as pool:
+        with second_thread(len(analysis.trace)) as pool:
             aside = later(pool, module.VIEW.build, analysis)
             rest = [v for v in VIEWS if v not in (module.VIEW, operator.VIEW)]
             built = {v.name: v.build(analysis) for v in [*rest, operator.VIEW]}
