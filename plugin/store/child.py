@@ -167,8 +167,9 @@ def one_malloc_arena() -> None:
     (``mallopt(M_ARENA_MAX, 1)``; nothing elsewhere); call it before the process starts a
     thread. A big trace's analysis runs two threads at once (:func:`~stepscope.processes.
     second_thread`); with a heap per thread, the pages one thread freed were not reused by
-    the views after it: x200 (14.7 M events), peak RSS while building the views 3,662-3,714
-    -> 3,429-3,567 MiB. numpy allocates few, big blocks and Python objects come from
+    the phases after it. Peak RSS in-process, x200 (14.7 M events) while building the views:
+    3,662-3,714 -> 3,429-3,567 MiB; 2024 x50 (3.4 M) while building the timeline: 1,045-1,063
+    -> 794-807 MiB. numpy allocates few, big blocks and Python objects come from
     Python's own allocator, so threads sharing one heap wait on it for no measurable time."""
     mallopt = _glibc("mallopt")
     if mallopt is not None:
