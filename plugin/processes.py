@@ -125,7 +125,7 @@ MEMORY_BOUND_EVENTS = 4_000_000
 #: second thread (their numpy work runs without the GIL); not small ones (a thread costs
 #: more than it saves). Memory-bound traces too, since their threads share one C heap
 #: (:func:`~stepscope.store.child.one_malloc_arena`): x200 (14.7 M events), analysis
-#: 10.2-11.0 -> 6.3-8.1 s for a peak RSS 0.05-0.1 GB higher, still below the views' peak.
+#: 8.5-8.7 -> 5.5-5.8 s, its peak RSS at most 0.06 GB higher, still below the views' peak.
 THREADED_EVENTS = range(200_000, 1 << 62)
 
 
