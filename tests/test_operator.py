@@ -369,6 +369,30 @@ def test_within_and_nearest_marked_at_equal_pointer_doubling_on_random_trees():
     assert clipped  # the partial overlaps (stack fallback) were among them
 
 
+def test_tree_nested_in_two_threads_equals_the_serial_one():
+    """With a pool, about half of the threads are nested in its thread (issue 19: x200); the
+    tree is the same, partial overlaps (clipped) included."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(5)
+    events = []
+    for k in range(3000):
+        t0, dur = int(rng.integers(0, 2000)), int(rng.integers(0, 60))
+        tid = int(rng.integers(1, 6)) if k % 3 else 1  # one thread holds more than the rest
+        events.append(op(f"aten::o{k % 7}", t0, dur, tid=tid) if rng.random() < 0.7
+                      else runtime("cudaLaunchKernel", t0, dur, corr=k, tid=tid))
+    trace = build(events)
+    serial = T.build_tree(trace)
+    with ThreadPoolExecutor(1) as pool:
+        threaded = T.build_tree(trace, pool=pool)
+    assert serial.clipped == threaded.clipped > 0
+    for f in ("rows", "start", "end", "parent", "subtree_end", "pos_of_row"):
+        a, b = getattr(serial, f), getattr(threaded, f)
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), f
+    here, aside = T._halves([(0, 10), (10, 13), (13, 20), (20, 21)])
+    assert here == [(0, 10), (20, 21)] and aside == [(13, 20), (10, 13)]
+
+
 def test_tree_and_link_indices_are_int32_and_times_int64():
     """The host tree's and the launch links' row, position and count arrays are int32
     (issue 19: 0.3 GB less at x200); ns times and sums stay int64."""

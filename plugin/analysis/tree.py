@@ -21,11 +21,13 @@ Example (one thread)::
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..model import Trace
+from ..processes import later
 from ..taxonomy import HOST_KINDS, Kind
 
 
@@ -114,11 +116,15 @@ INDEX = np.int32
 TREE_KINDS = (*HOST_KINDS, Kind.RUNTIME)
 
 
-def build_tree(trace: Trace, rows: np.ndarray | None = None) -> HostTree:
+def build_tree(trace: Trace, rows: np.ndarray | None = None,
+               pool: ThreadPoolExecutor | None = None) -> HostTree:
     """Nest the host events (and runtime calls) of every thread of ``trace``.
 
     ``rows``: the trace rows to nest instead (the timeline nests the threads holding events
-    of other kinds, e.g. unknown categories, with the same rule).
+    of other kinds, e.g. unknown categories, with the same rule). ``pool``: a one-thread
+    pool (:func:`~stepscope.processes.second_thread`) that nests about half of the events'
+    threads meanwhile (a training step's forward and backward run on two threads); the
+    result is the same.
     """
     if rows is None:
         rows = np.flatnonzero(trace.mask(*TREE_KINDS))
@@ -131,20 +137,42 @@ def build_tree(trace: Trace, rows: np.ndarray | None = None) -> HostTree:
     n = len(rows)
     parent = np.full(n, -1, dtype=np.int64)
     sub_end = np.zeros(n, dtype=np.int64)
-    clipped = 0
-    bounds = np.concatenate(([0], np.flatnonzero(np.diff(th)) + 1, [n]))
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        par, end, nclip = nest(s[a:b], e[a:b])
-        e[a:b] = end
-        parent[a:b] = np.where(par >= 0, par + a, -1)
-        sub_end[a:b] = a + np.searchsorted(s[a:b], end, side="left")
-        clipped += nclip
+    bounds = np.concatenate(([0], np.flatnonzero(np.diff(th)) + 1, [n])).tolist()
+
+    def nest_threads(spans: list[tuple[int, int]]) -> int:
+        """Nest the threads at positions ``[a, b)`` of ``spans`` (each writes only its own
+        slice of ``e``, ``parent`` and ``sub_end``); the partial overlaps clipped."""
+        clipped = 0
+        for a, b in spans:
+            par, end, nclip = nest(s[a:b], e[a:b])
+            e[a:b] = end
+            parent[a:b] = np.where(par >= 0, par + a, -1)
+            sub_end[a:b] = a + np.searchsorted(s[a:b], end, side="left")
+            clipped += nclip
+        return clipped
+
+    here, aside = _halves(list(zip(bounds[:-1], bounds[1:]))) if pool else (
+        list(zip(bounds[:-1], bounds[1:])), [])
+    job = later(pool, nest_threads, aside)
+    clipped = nest_threads(here) + job.result()
     sub_end = np.maximum(sub_end, np.arange(n) + 1)
     pos_of_row = np.full(len(trace), -1, dtype=INDEX)
     pos_of_row[rows] = np.arange(n, dtype=INDEX)
     return HostTree(rows=rows.astype(INDEX), start=s, end=e, parent=parent.astype(INDEX),
                     subtree_end=sub_end.astype(INDEX), pos_of_row=pos_of_row,
                     clipped=clipped)
+
+
+def _halves(spans: list[tuple[int, int]]) -> tuple[list, list]:
+    """``spans`` (``[a, b)`` ranges) in two groups of about equal length, the longer
+    first: largest first, each to the shorter group."""
+    groups: tuple[list, list] = ([], [])
+    size = [0, 0]
+    for a, b in sorted(spans, key=lambda ab: ab[0] - ab[1]):
+        k = int(size[1] < size[0])
+        groups[k].append((a, b))
+        size[k] += b - a
+    return groups
 
 
 def _tree_order(rows: np.ndarray, th: np.ndarray, s: np.ndarray, e: np.ndarray,
