@@ -151,8 +151,8 @@ def build_tree(trace: Trace, rows: np.ndarray | None = None,
             clipped += nclip
         return clipped
 
-    here, aside = _halves(list(zip(bounds[:-1], bounds[1:]))) if pool else (
-        list(zip(bounds[:-1], bounds[1:])), [])
+    spans = list(zip(bounds[:-1], bounds[1:]))  # one per thread
+    here, aside = _halves(spans) if pool else (spans, [])
     job = later(pool, nest_threads, aside)
     clipped = nest_threads(here) + job.result()
     sub_end = np.maximum(sub_end, np.arange(n) + 1)
