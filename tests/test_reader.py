@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import random
+import time
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -325,6 +326,33 @@ def test_deep_nesting_does_not_overflow(tmp_path):
         assert e.status == 422
     else:
         assert len(trace) == 4
+
+
+def test_deep_nesting_in_a_chunk_taken_over_from_a_helper_is_a_422(tmp_path, monkeypatch):
+    """The reader decodes a chunk a helper has not started (take_over) straight from the
+    shared slot. When that chunk nests too deeply, the error's traceback still views the
+    slot as the helper pool closes: that must not turn the 422 into a crash (BufferError,
+    seen as a flaky 500 of the hardening corpus)."""
+    from stepscope.read import reader, shared
+
+    reader_pid = os.getpid()
+    claim = shared.Slots.claim
+
+    def late_in_helpers(self, slot):  # the reader wins every slot: its helper comes late
+        if os.getpid() != reader_pid:
+            time.sleep(0.2)
+        return claim(self, slot)
+    monkeypatch.setattr(shared.Slots, "claim", late_in_helpers)
+    taken = []
+    take_over = reader._Job.take_over
+    monkeypatch.setattr(reader._Job, "take_over", lambda job: taken.append(1) or take_over(job))
+    _small_pieces(monkeypatch, 20_000)
+    depth = 100_000
+    deep = b'{"ph": "i", "name": "x", "args": ' + b'[' * depth + b']' * depth + b"}"
+    data = _doc(GOOD * 200).replace(b'"traceEvents": [', b'"traceEvents": [' + deep + b",", 1)
+    with pytest.raises(TraceError) as e:
+        read_trace(_write(tmp_path, data), helpers=1)
+    assert taken and e.value.status == 422 and "nested too deeply" in str(e.value.body())
 
 
 @pytest.mark.parametrize("helpers", [0, 1, "pipe", "no slot"])

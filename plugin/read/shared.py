@@ -65,9 +65,14 @@ class Slots:
         self.free.append(slot)
 
     def close(self) -> None:
-        """Unmap every slot (the reader is done)."""
+        """Unmap every slot (the reader is done). A slot still viewed (by the traceback of
+        an error raised while the reader decoded from it) is unmapped when the view goes:
+        its ``BufferError`` would replace the error being raised."""
         for m in self.maps:
-            m.close()
+            try:
+                m.close()
+            except BufferError:
+                pass
         self.maps, self.free = [], []
 
 
