@@ -65,14 +65,9 @@ class Slots:
         self.free.append(slot)
 
     def close(self) -> None:
-        """Unmap every slot (the reader is done). A slot still viewed (by the traceback of
-        an error raised while the reader decoded from it) is unmapped when the view goes:
-        its ``BufferError`` would replace the error being raised."""
+        """Unmap every slot (the reader is done; see :func:`_unmap`)."""
         for m in self.maps:
-            try:
-                m.close()
-            except BufferError:
-                pass
+            _unmap(m)
         self.maps, self.free = [], []
 
 
@@ -93,10 +88,17 @@ class Buffer:
         return memoryview(self.map)[:chunk.size]
 
     def close(self) -> None:
-        try:
-            self.map.close()
-        except BufferError:  # a view is still alive somewhere: unmapped when it goes
-            pass
+        _unmap(self.map)
+
+
+def _unmap(m: mmap.mmap) -> None:
+    """Close ``m``; one still viewed somewhere (by the traceback of an error raised while a
+    chunk was decoded from it, say) is unmapped when the view goes: its ``BufferError``
+    would replace the error being raised."""
+    try:
+        m.close()
+    except BufferError:
+        pass
 
 
 def _write(buf: mmap.mmap, chunk: Chunk) -> None:
