@@ -8,6 +8,7 @@ make_big_trace.py with unique ids and consistent correlations/flows, and kept in
   same file (under a memory limit), measured in the same run;
 - ``cold s``: time to overview on a cold standalone server (``python -m stepscope``, from
   process start to the first 200 of ``overview``) and its ratio to the baseline;
+- ``+views s``: how much later the other views answer (the Overview is served first);
 - ``+timeline s``: how much later the trace view's timeline answers (built after the views);
 - peak RSS of the server's process tree (server + analysis workers) until then;
 - the cache's size on disk, the cached re-open time (a new server over the same cache), and
@@ -194,6 +195,8 @@ def measure(path: str, pythonpath: str | None) -> dict:
         rss = TreeRss(proc.pid)
         try:
             out["cold_s"] = until_ready(base, run, t0)
+            # the other views' payloads are stored after the Overview's parts came
+            out["views_s"] = until_ready(base, run, t0, "operation?group_by=Operation")
             # the worker stores the timeline after the payloads: the trace view comes later
             out["timeline_s"] = until_ready(base, run, t0, "trace/timeline?width=2000")
         finally:
@@ -231,7 +234,7 @@ def main() -> None:
         ["2021", "2024"] if args.family == "both" else [args.family])
     codes = [("this", None)] + [tuple(c.split("=", 1)) for c in args.code]
     print(f"{'family':>6} {'size':>5} {'code':>6} {'events':>10} {'JSON MB':>8} {'steps':>5} "
-          f"{'baseline s':>10} {'cold s':>7} {'ratio':>6} {'+timeline s':>11} "
+          f"{'baseline s':>10} {'cold s':>7} {'ratio':>6} {'+views s':>8} {'+timeline s':>11} "
           f"{'peak RSS MiB':>12} {'cache MB':>8} {'cached s':>8} {'slowest route (ms)':>28}",
           flush=True)
     for family in families:
@@ -247,6 +250,7 @@ def main() -> None:
                 route, t = r["slowest"]
                 print(f"{family:>6} {'x' + str(k):>5} {label:>6} {b.get('events', 0):10,} "
                       f"{mb:8.0f} {r['steps']:5d} {base:>10} {r['cold_s']:7.2f} {ratio:>6} "
+                      f"{r['views_s'] - r['cold_s']:8.2f} "
                       f"{r['timeline_s'] - r['cold_s']:11.2f} {r['peak_rss'] / 2**20:12.0f} "
                       f"{r['cache_bytes'] / 1e6:8.0f} {r['cached_s']:8.2f} "
                       f"{route.split('?')[0]:>20} {t * 1000:6.1f}", flush=True)

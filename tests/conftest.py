@@ -137,11 +137,17 @@ def shared_client(views_module):
 
 
 def wait_ready(client, run: str, worker: str, span: str | None = None,
-               route: str = "views", timeout: float = 60.0):
-    """GET ``route`` for the span until it is not 202; returns that response."""
+               route: str = "views", timeout: float = 60.0, early: bool = False):
+    """GET ``route`` for the span until it is not 202; returns that response. Unless
+    ``early``, first until every view answers (``overview``, ``views`` and ``notes`` answer
+    while the others are still built)."""
     deadline = time.monotonic() + timeout
+    routes = [route] if early or route == "operation" else ["operation", route]
     while True:
-        resp = client.get(query(route, run=run, worker=worker, span=span))
+        resp = client.get(query(routes[0], run=run, worker=worker, span=span))
+        if resp.status_code != 202 and len(routes) > 1:
+            routes.pop(0)
+            continue
         if resp.status_code != 202:
             return resp
         if time.monotonic() > deadline:

@@ -28,6 +28,8 @@ from conftest import (
 )
 
 from stepscope.errors import BadParameter, Loading, NotReady
+from stepscope.store.lazy import FirstViews
+from stepscope.views import FirstParts
 
 OLD = 1_700_000_000  # an mtime long ago: the file counts as stable at start-up
 DLRM = SHARED / "param_v100_dlrm_8rank"
@@ -352,6 +354,44 @@ def test_timeline_202_while_the_other_views_answer(client_for, tmp_path):
         assert resp.json == {"loading": True, "phase": "analyse", "fraction": 0.97,
                              "elapsed_s": 2.25}
     assert client.get(query("kernel", run="r", worker="a")).status_code == 200
+
+
+def test_the_overview_answers_while_the_other_views_are_built(client_for, tmp_path):
+    """Issue 19: a job hands the Overview tab's parts over first (``progress.first``). Until
+    it ends, ``overview``, ``views`` and ``notes`` answer from them (with the file's own
+    notes); every other view route, the timeline and a diff with the span answer 202 at the
+    job's progress; the span still counts as loading. Then the complete views answer."""
+    run = make_run(tmp_path / "r", ["a.pt.trace.json", "b.pt.trace.json"])
+    make_run(run, ["a.pt.trace.json.gz"], mtime=OLD + 10, data=gzip.compress(b"{}"))
+    done = threading.Event()
+    parts = FirstParts({"Overview": {"steps": "early"}}, ["Overview", "Kernel"],
+                       [{"level": "info", "code": "early", "text": "from the worker"}], {})
+
+    def analyse(path, progress):
+        progress("analyse", 0.8)
+        progress.first(FirstViews(parts, [], progress.loading))
+        if os.path.basename(path).startswith("a."):
+            done.wait(30)
+        return FakeViews(path)
+
+    client = client_for(tmp_path, analyse=analyse)
+    a = {"run": "r", "worker": "a"}
+    assert wait_ready(client, **a, route="overview", early=True).json == {"steps": "early"}
+    assert client.get(query("views", **a)).json == ["Overview", "Kernel", "Diff"]
+    assert [n["code"] for n in client.get(query("notes", **a)).json] == ["duplicate_file",
+                                                                          "early"]
+    for route in ("operation", "kernel/table", "module/tree", "trace/timeline"):
+        resp = client.get(query(route, **a))
+        assert resp.status_code == 202 and resp.headers["Retry-After"] == "1", route
+        assert resp.json["phase"] == "analyse" and resp.json["fraction"] == 0.8
+    wait_ready(client, "r", "b", route="kernel")
+    diff = client.get(query("diff/overview", **a, diff_run="r", diff_worker="b"))
+    assert diff.status_code == 202 and diff.json["sides"] == ["baseline"]
+    assert client.get(query("runs")).json["status"]["r"] == {"ready": 1, "loading": 1,
+                                                             "failed": 0}
+    done.set()
+    assert wait_ready(client, **a, route="kernel").json["route"] == "kernel"
+    assert client.get(query("overview", **a)).json["route"] == "overview"  # the complete views
 
 
 def test_most_recently_requested_worker_first(client_for, tmp_path):

@@ -140,9 +140,11 @@ class Server:
 
 
 def wait_ready(server: Server, run: str, timeout: float = 90) -> None:
+    """Until every route of ``run`` answers: its timeline comes last (the Overview first)."""
     deadline = time.monotonic() + timeout
     while True:
-        _, resp, _ = server.get(None, f"{PREFIX}/views?run={run}&worker=worker0", {})
+        _, resp, _ = server.get(None, f"{PREFIX}/trace/timeline?run={run}&worker=worker0&"
+                                "width=100", {})
         if resp.status == 200:
             return
         assert resp.status == 202 and time.monotonic() < deadline, (run, resp.status)

@@ -265,6 +265,50 @@ def test_payloads_come_before_the_timeline(analyser, tmp_path):
     assert views.timeline.building is None
 
 
+class _Job:
+    """What the analyser sees of the scheduler's job: progress, ``first``, ``loading``."""
+
+    def __init__(self):
+        self.heard: list[str] = []
+        self.early = None
+
+    def __call__(self, phase: str, fraction: float) -> None:
+        self.heard.append(phase)
+
+    def first(self, views) -> None:
+        self.heard.append("first")
+        self.early = views
+
+    def loading(self) -> Loading:
+        return Loading("analyse", 0.8, 1.5)
+
+
+def test_the_overview_is_handed_over_before_the_other_views(analyser, tmp_path):
+    """Issue 19: the worker sends the Overview tab's parts before it builds the other views;
+    they answer as the complete views do, and the other routes raise NotReady at the job's
+    progress meanwhile. A cache hit has nothing to hand over early."""
+    path = tmp_path / "w.pt.trace.json.gz"
+    shutil.copy(RESNET4, path)
+    job = _Job()
+    views = analyser(str(path), job)
+    views.timeline.wait()
+    early = job.early
+    assert job.heard.index("first") > job.heard.index("analyse")
+    assert job.heard.index("first") < job.heard.index("cache")  # before the payloads load
+    assert early.get("overview", {}) == views.get("overview", {})
+    assert early.get("overview", {})["environments"][2]["value"] == "83.63 %"  # golden
+    assert early.names() == views.names() and early.notes() == views.notes()
+    assert early.summaries == views.summaries
+    for route, params in (("operation", {}), ("kernel/table", {}), ("module/tree", {}),
+                          ("trace/timeline", {"width": "100"})):
+        with pytest.raises(NotReady) as e:
+            early.get(route, params)
+        assert e.value.loading == job.loading()
+    again = _Job()
+    analyser(str(path), again)
+    assert again.early is None and again.heard == ["cache"]
+
+
 def test_task_reports_a_killed_or_cancelled_worker():
     """The server's side of a worker: a pool broken under it (a worker killed, by the OOM
     killer say) is a 422 naming that; a task cancelled at shutdown is a 503; a task that
@@ -347,8 +391,11 @@ def test_unwritable_cache_folder_analyses_without_it(tmp_path, caplog):
         a = Analyser(cache_dir=str(blocked), jobs=1)
         try:
             views, _ = _run(a, path)
-            again, _ = _run(a, _tiny(tmp_path / "w2.pt.trace.json", kernel_us=20))
+            job = _Job()
+            again = a(str(_tiny(tmp_path / "w2.pt.trace.json", kernel_us=20)), job)
+            again.timeline.wait()
             assert views.notes()[0]["code"] == "cache-unwritable"
+            assert job.early.notes()[0]["code"] == "cache-unwritable"
             assert again.notes()[0]["code"] == "cache-unwritable"
             assert views.get("trace/timeline", {"width": "100"})["lanes"]
         finally:
@@ -527,8 +574,11 @@ def test_views_built_in_a_second_thread_equal_the_serial_build(monkeypatch):
     monkeypatch.setattr(processes, "THREADED_EVENTS", range(0))
     serial = pack(views.ViewSet(analysis))
     monkeypatch.setattr(processes, "THREADED_EVENTS", range(10**9))
-    threaded = pack(views.ViewSet(analysis))
+    first = []
+    threaded = pack(views.ViewSet(analysis, first=first.append))
     assert orjson.dumps(serial[0]) == orjson.dumps(threaded[0])
+    assert orjson.dumps(pack(first[0].payloads["Overview"])[0]) == \
+        orjson.dumps(serial[0]["d"]["_payloads"]["Overview"])
     assert serial[1].keys() == threaded[1].keys()
     for name, arr in serial[1].items():
         assert arr.dtype == threaded[1][name].dtype and arr.tobytes() == threaded[1][name].tobytes()

@@ -94,8 +94,9 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str,
     the timeline under ``timeline_key(key)``. ``env``: the server's storage variables
     (credentials, endpoints) for a remote ``path`` (:func:`~.remote.storage_env`).
 
-    Progress goes to the server over the worker's pipe; the first ``timeline`` message says the payloads
-    are stored. Returns ``{"ok": True}`` or the error ``{"status", "error", "detail", ...}``.
+    Progress goes to the server over the worker's pipe: a ``first`` message with the parts of
+    the Overview tab once they are built, then the first ``timeline`` message says the
+    payloads are stored. Returns ``{"ok": True}`` or the error ``{"status", "error", "detail", ...}``.
     """
     from ..analysis import analyze  # imported here: the views pull in every analysis
     from ..timeline import build_timeline
@@ -117,11 +118,12 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str,
     try:
         analysis = analyze(_read(path, progress, _helpers_for(path)))
         release_memory(len(analysis.trace))  # its temporaries, before the views' peak
-        if (failed := _store(cache, path, key, ViewSet(analysis))) is not None:
+        views = ViewSet(analysis, first=_send_first)
+        if (failed := _store(cache, path, key, views)) is not None:
             return failed
         progress("timeline", 0.0, now=True)  # the payloads can be served
         inputs = timeline_inputs(analysis)
-        del analysis  # free the analysis' intermediates before the timeline's memory peak
+        del analysis, views  # free the analysis' intermediates before the timeline's memory peak
         ahead = _save_ahead(cache, timeline_key(key), inputs)
         try:
             # the lanes reuse the analysis' nesting, which is freed once they are laid out
@@ -141,6 +143,14 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str,
         return {"status": 422, "error": "out of memory",
                 "detail": "The trace needs more memory than is available; profile fewer "
                           "steps (torch.profiler schedule active=...) or free memory."}
+
+
+def _send_first(parts: Any) -> None:
+    """Hand the parts of the Overview tab (:class:`~stepscope.views.FirstParts`) to the
+    server, which serves them while the other views are built (issue 19: x200, about 4 s
+    sooner)."""
+    if _conn is not None:
+        _conn.send(("first", parts))
 
 
 def release_memory(events: int | None = None) -> None:

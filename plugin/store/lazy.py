@@ -1,4 +1,5 @@
-"""A :class:`~stepscope.views.ViewSet` read back from the disk cache.
+"""A :class:`~stepscope.views.ViewSet` read back from the disk cache, and the one served
+ahead of it (:class:`FirstViews`: the Overview tab alone, while a worker builds the rest).
 
 A trace has two cache entries: its view payloads (plain JSON, loaded at once) and its
 timeline (all of the numpy arrays: hundreds of MB for a big trace), under
@@ -248,6 +249,31 @@ class CachedViews(ViewSet):
     def packed_bytes(self) -> int:
         """What this trace's payloads take in the server while not in use (bytes)."""
         return sum(len(blob) for blob, _ in self._packed.values())
+
+
+class FirstViews(ViewSet):
+    """The views of a trace whose worker is still building them: the Overview tab's parts
+    (:class:`~stepscope.views.FirstParts`, sent ahead of the others), with the server's
+    ``notes`` before the trace's own. Routes of the other views and the timeline raise
+    :class:`~stepscope.errors.NotReady` with ``loading()`` (how far the analysis is) until
+    the complete views replace these."""
+
+    def __init__(self, parts: Any, notes: list[dict], loading: Callable[[], Loading]):
+        self._payloads = parts.payloads
+        self._names = parts.names
+        self._notes = [*notes, *parts.notes]
+        self.summaries = parts.summaries
+        self.analysis = None
+        self._loading = loading
+
+    def payload(self, view: str) -> Any:
+        if view not in self._payloads:
+            raise NotReady(self._loading())
+        return self._payloads[view]
+
+    @property
+    def timeline(self) -> Any:
+        raise NotReady(self._loading())
 
 
 def load_views(entry: Entry, timeline: LazyTimeline, notes: list[dict] = (),

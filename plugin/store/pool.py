@@ -5,12 +5,14 @@ The server never analyses on its request threads, and not even in its own proces
 trace is read and analysed by a child process (``forkserver``: never ``fork`` from the
 threaded server), which packs its results into the disk cache (:mod:`.packing`,
 :mod:`.cache`: JSON + ``.npy``, no pickle) in two stages: first the view payloads, then the
-timeline of the trace view. The server serves the payloads as soon as they are stored
-(the overview appears), while the child goes on with the timeline; until it is stored,
-``trace/*`` routes answer 202 (phase ``analyse``, fraction from 0.95 on). Only a small
-status dict and the progress messages travel back, over the worker's own pipe (issue 12: no
-lock or queue is shared between processes, so a killed worker can block nobody). A cache
-hit skips the child entirely.
+timeline of the trace view. Before the payloads, the child sends the Overview tab's parts
+over its pipe; the scheduler's job serves them (:class:`~.lazy.FirstViews`) while the other
+views answer 202. The server serves the payloads as soon as they are stored, while the child
+goes on with the timeline; until it is stored, ``trace/*`` routes answer 202 (phase
+``analyse``, fraction from 0.95 on). Only those parts, a small status dict and the progress
+messages travel back, over the worker's own pipe (issue 12: no lock or queue is shared
+between processes, so a killed worker can block nobody). A cache hit skips the child
+entirely.
 
 Small traces reuse idle worker processes (a process start costs ~0.4 s, more than
 analysing a tiny trace); a big one gets a fresh process that ends with it, so its memory
@@ -41,7 +43,7 @@ from ..fs import filesystem_of, is_url
 from ..processes import start_forkserver, worker_context
 from .cache import DEFAULT_MAX_BYTES, DiskCache
 from .child import TIMELINE_FROM, Progress, _worker_main
-from .lazy import LazyTimeline, PayloadSlots, TimelineSlots, load_views, timeline_key
+from .lazy import FirstViews, LazyTimeline, PayloadSlots, TimelineSlots, load_views, timeline_key
 from .remote import decode, storage_env
 
 log = logging.getLogger(__name__)
@@ -156,8 +158,10 @@ class Task:
     (:class:`~stepscope.store.lazy.Building`).
     """
 
-    def __init__(self, progress: Progress):
+    def __init__(self, progress: Progress, first: Callable[[Any], None] | None = None):
         self.progress = progress
+        #: takes the parts of the Overview tab the worker sends before the other views
+        self.first = first or (lambda parts: None)
         self.views_ready = threading.Event()
         self.future: Future | None = None
         self.started = time.monotonic()
@@ -293,6 +297,10 @@ class Analyser:
                                    "permissions or free space, or pass another --cache-dir."}]
 
     def __call__(self, path: str, progress: Progress) -> Any:
+        """The views of ``path`` once all its payloads are stored. A ``progress`` with a
+        ``first(viewset)`` method (a :class:`~.scheduler.Job`) gets, before that, views
+        answering the Overview tab (:class:`~.lazy.FirstViews`), whose other routes answer
+        202 with ``progress.loading()`` meanwhile."""
         try:
             key = self.cache.key(path)  # before reading: see DiskCache.put
         except OSError as e:  # deleted (or made unreadable) since the scan: not a bug
@@ -304,7 +312,7 @@ class Analyser:
         if views is not None:
             return views
         progress("read", 0.0)
-        task = self._run_child(path, key, progress)
+        task = self._run_child(path, key, progress, first=self._first_views(progress))
         views = self._load(path, key, progress, building=task)
         if views is not None:
             return views  # the payloads are stored; the task goes on with the timeline
@@ -319,6 +327,13 @@ class Analyser:
                          "The analysis cache did not keep the result (is the cache folder "
                          "full or shared with a server that evicts it?). Retry, or use a "
                          "bigger --cache-dir.")
+
+    def _first_views(self, progress: Progress) -> Callable[[Any], None] | None:
+        """What hands a worker's first parts to ``progress.first`` (None: nobody takes them)."""
+        take = getattr(progress, "first", None)
+        if take is None:
+            return None
+        return lambda parts: take(FirstViews(parts, self.notes, progress.loading))
 
     def _load(self, path: str, key: str, progress: Progress,
               building: Task | None = None) -> Any:
@@ -352,14 +367,16 @@ class Analyser:
                                                wanted=timeline_key(key)))
 
     def _run_child(self, path: str, key: str, progress: Progress,
-                   wanted: str | None = None) -> Task:
+                   wanted: str | None = None, first: Callable[[Any], None] | None = None
+                   ) -> Task:
         """Start analysing ``path`` in a worker process (within the memory budget); return
         once its payloads are stored or it has ended. A worker killed before the cache
         entry ``wanted`` (default: the payloads) was stored is replaced by a fresh one and
-        the trace tried once more (issue 12: never a broken pool kept)."""
+        the trace tried once more (issue 12: never a broken pool kept). ``first``: see
+        :class:`Task`."""
         wanted = wanted or key
         for attempt in range(2):
-            task = Task(progress)
+            task = Task(progress, first)
             task.future = Future()
             threading.Thread(target=self._converse, args=(task, path, key, wanted),
                              daemon=True, name="stepscope-worker-io").start()
@@ -391,7 +408,7 @@ class Analyser:
                     worker = self._take(reuse=need < REUSE_MAX_BYTES)
                     try:
                         result = worker.run((path, self.cache_root, self.cache.max_bytes, key,
-                                             env), task.hear)
+                                             env), task.hear, task.first)
                     finally:
                         self._give_back(worker, reuse=need < REUSE_MAX_BYTES)
                 finally:
@@ -506,9 +523,10 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc.is_alive()
 
-    def run(self, job: tuple, hear: Progress) -> dict:
-        """Send ``job`` (the arguments of :func:`analyse_to_cache`), pass on its progress,
-        return its answer; raises :class:`WorkerDied` when the process ends first."""
+    def run(self, job: tuple, hear: Progress, first: Callable[[Any], None]) -> dict:
+        """Send ``job`` (the arguments of :func:`analyse_to_cache`), pass on its progress
+        (to ``hear``) and the parts of its Overview tab (to ``first``), return its answer;
+        raises :class:`WorkerDied` when the process ends first."""
         self.jobs += 1
         try:
             self.conn.send(job)
@@ -516,7 +534,10 @@ class WorkerProcess:
                 message = self.conn.recv()
                 if message[0] == "done":
                     return message[1]
-                hear(message[1], message[2])
+                if message[0] == "first":
+                    first(message[1])
+                else:
+                    hear(message[1], message[2])
         except (EOFError, OSError) as e:
             raise WorkerDied(f"worker process {self.proc.pid} ended "
                              f"(exit code {self.proc.exitcode})") from e

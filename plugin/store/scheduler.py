@@ -73,7 +73,9 @@ class Ready:
 
 
 class Job:
-    """Analysis of one version of one file. ``progress`` is called from a worker thread."""
+    """Analysis of one version of one file. The job function gets the job as its
+    ``progress``: it calls ``progress(phase, fraction)`` (from a worker thread) and may hand
+    over views that answer the Overview tab before the others with ``progress.first``."""
 
     def __init__(self, key: Key, info):
         self.key = key
@@ -82,16 +84,29 @@ class Job:
         self.phase = "queued"
         self.fraction = 0.0
         self.result: Ready | None = None
+        #: served while the job is still running (:meth:`first`), else None
+        self.early: Ready | None = None
         self.error: StepscopeError | None = None
         self.cancelled = False
         self.priority = 0
         self.finished_at = 0.0  # monotonic time the job became ready or failed
 
-    def progress(self, phase: str, fraction: float) -> None:
+    def __call__(self, phase: str, fraction: float) -> None:
+        """Progress of the analysis: its phase and overall fraction (0..1)."""
         if self.phase in ("ready", "failed"):
             return
         self.phase = phase
         self.fraction = max(self.fraction, min(1.0, float(fraction)))
+
+    def first(self, viewset: Any) -> None:
+        """Views that answer the Overview tab (its other routes answer 202) until the job
+        ends (:class:`~.lazy.FirstViews`)."""
+        self.early = self.ready(viewset)
+
+    def ready(self, viewset: Any) -> Ready:
+        """``viewset`` with the file's notes from discovery (a shadowed duplicate, say)."""
+        note = shadow_note(self.info)
+        return Ready(viewset, [note] if note else [], self.info.path)
 
     def loading(self) -> Loading:
         return Loading(self.phase, self.fraction, time.monotonic() - self.queued_at)
@@ -234,9 +249,7 @@ class Store:
     def _run(self, job: Job) -> None:
         name = job.info.name
         try:
-            viewset = self._analyse(job.info.path, job.progress)
-            note = shadow_note(job.info)
-            result, error = Ready(viewset, [note] if note else [], job.info.path), None
+            result, error = job.ready(self._analyse(job.info.path, job)), None
         except StepscopeError as e:
             if e.file is None:
                 e.file = name
@@ -249,7 +262,7 @@ class Store:
             result, error = None, AnalysisBug(
                 f"{name}: internal error while analysing the file", file=name)
         with self._lock:
-            job.result, job.error = result, error
+            job.result, job.error, job.early = result, error, None
             job.finished_at = time.monotonic()
             job.fraction = 1.0
             job.phase = "ready" if error is None else "failed"
@@ -338,8 +351,10 @@ class Store:
                            "leave span out for the latest.")
         return (run, worker, span)
 
-    def lookup(self, run: str, worker: str, span: str | None) -> Ready | Loading:
-        """The analysed views of a span, or how far its analysis is.
+    def lookup(self, run: str, worker: str, span: str | None,
+               early: bool = False) -> Ready | Loading:
+        """The analysed views of a span, or how far its analysis is; with ``early``, the
+        views a running job serves ahead (:meth:`Job.first`) when it has them.
 
         Raises NotFound (unknown run/worker/span), the file's error (422 TraceError, 500
         AnalysisBug) when its analysis failed. Moves the span's worker to the queue's front.
@@ -354,6 +369,8 @@ class Store:
                 return job.result
             if job.phase == "failed":
                 raise job.error
+            if early and job.early is not None:
+                return job.early
             self._prioritise(key)
             return job.loading()
 

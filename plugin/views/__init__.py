@@ -13,8 +13,8 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 from .. import runlevel  # module, not names: runlevel imports views.registry
 from ..analysis import Analysis, analyze
@@ -26,8 +26,8 @@ from .overview import notes
 from .registry import PairRoute, PairView, Param, Route, View
 from .trace import timeline_of
 
-__all__ = ["VIEWS", "ROUTES", "PAIR_VIEWS", "PairRoute", "PairView", "Param", "Route", "View",
-           "ViewSet", "build_views", "timeline_of"]
+__all__ = ["VIEWS", "ROUTES", "PAIR_VIEWS", "FirstParts", "PairRoute", "PairView", "Param",
+           "Route", "View", "ViewSet", "build_views", "first_parts", "timeline_of"]
 
 #: Every view, in tab order. A new view adds its module's ``VIEW`` here.
 VIEWS: tuple[View, ...] = (overview.VIEW, operator.VIEW, kernel.VIEW, trace.VIEW, memory.VIEW,
@@ -52,23 +52,29 @@ class ViewSet:
 
     ROUTES = tuple(ROUTES)
 
-    def __init__(self, analysis: Analysis, timeline: Any = None):
+    def __init__(self, analysis: Analysis, timeline: Any = None,
+                 first: Callable[[FirstParts], None] | None = None):
         self.analysis = analysis
         # every view's payloads are built (a route may be asked for a view not listed); on a
         # big trace the Module view (the slowest) is built in a second thread meanwhile
         # (x50: 0.92 -> 0.65 s), the Operator view last: its grouping's temporaries (37 B an
-        # event) then meet the flame graph's (57) less (the peak memory of x200)
+        # event) then meet the flame graph's (57) less (the peak memory of x200). The parts
+        # the Overview tab needs come first, handed to ``first`` (an analysis worker sends
+        # them to the server, which serves the Overview while the other views are built)
         with second_thread(len(analysis.trace)) as pool:
-            aside = later(pool, module.VIEW.build, analysis)
-            rest = [v for v in VIEWS if v not in (module.VIEW, operator.VIEW)]
-            built = {v.name: v.build(analysis) for v in [*rest, operator.VIEW]}
-            summaries = runlevel.summaries_of(analysis)
-            built[module.VIEW.name] = aside.result()
+            aside = later(pool, module.VIEW.build, analysis) if pool is not None else None
+            parts = first_parts(analysis)
+            if first is not None:
+                first(parts)
+            rest = [v for v in VIEWS if v not in (overview.VIEW, module.VIEW, operator.VIEW)]
+            built = {**parts.payloads, **{v.name: v.build(analysis) for v in rest}}
+            built[operator.VIEW.name] = operator.VIEW.build(analysis)
+            built[module.VIEW.name] = (aside or later(None, module.VIEW.build, analysis)).result()
         self._payloads = {v.name: built[v.name] for v in VIEWS}
-        self._names = [v.name for v in VIEWS if v.has_data(analysis)]
-        self._notes = notes(analysis)
+        self._names = parts.names
+        self._notes = parts.notes
         #: compact per-trace summaries of the run-level analyses (:mod:`stepscope.runlevel`)
-        self.summaries = summaries
+        self.summaries = parts.summaries
         self.timeline = timeline
 
     def __getstate__(self) -> dict:
@@ -97,6 +103,23 @@ class ViewSet:
                            f"Use one of: {', '.join(ROUTES)}.")
         _view, r = ROUTES[route]
         return r.answer(self, r.validated(params))
+
+
+class FirstParts(NamedTuple):
+    """What the Overview tab needs, built before the other views (:class:`ViewSet`)."""
+
+    payloads: dict[str, Any]   # {view name: payload}: the Overview's
+    names: list[str]           # the views that have data, in display order
+    notes: list[dict]          # data-quality notes
+    summaries: dict[str, Any]  # per-trace summaries of the run-level analyses
+
+
+def first_parts(analysis: Analysis) -> FirstParts:
+    """The Overview's payload, the names of the views with data, the notes and the
+    run-level summaries (which decide whether the run has a Distributed tab)."""
+    return FirstParts({overview.VIEW.name: overview.VIEW.build(analysis)},
+                      [v.name for v in VIEWS if v.has_data(analysis)], notes(analysis),
+                      runlevel.summaries_of(analysis))
 
 
 def build_views(trace: Trace) -> ViewSet:

@@ -185,7 +185,7 @@ def view_route(route: str) -> Callable[[], Response]:
                 resp.headers["Cache-Control"] = "no-cache"
                 return resp
             return json_response(answer)
-        except NotReady as e:  # the timeline is still being built
+        except NotReady as e:  # this view (or the timeline) is still being built
             return loading_response(e.loading)
     handler.__name__ = f"view_{route.replace('/', '_')}"
     return handler
@@ -301,9 +301,11 @@ def params(*names: str) -> list[str]:
 
 
 def lookup() -> Ready | Response:
-    """The analysed span named by ``run``, ``worker``, ``span``; a 202 Response if loading."""
+    """The analysed span named by ``run``, ``worker``, ``span``; a 202 Response if loading.
+    While its other views are built, its Overview's are at hand already (the others raise
+    NotReady: a 202 too, see :func:`view_route`)."""
     run, worker = params("run", "worker")
-    result = app_store(current_app).lookup(run, worker, request.args.get("span"))
+    result = app_store(current_app).lookup(run, worker, request.args.get("span"), early=True)
     if isinstance(result, Loading):
         return loading_response(result)
     return result
