@@ -118,12 +118,12 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str,
     try:
         analysis = analyze(_read(path, progress, _helpers_for(path)))
         release_memory(len(analysis.trace))  # its temporaries, before the views' peak
-        views = ViewSet(analysis, first=_send_first)
-        if (failed := _store(cache, path, key, views)) is not None:
+        failed = _store(cache, path, key, ViewSet(analysis, first=_send_first))
+        if failed is not None:
             return failed
         progress("timeline", 0.0, now=True)  # the payloads can be served
         inputs = timeline_inputs(analysis)
-        del analysis, views  # free the analysis' intermediates before the timeline's memory peak
+        del analysis  # free the analysis' intermediates before the timeline's memory peak
         ahead = _save_ahead(cache, timeline_key(key), inputs)
         try:
             # the lanes reuse the analysis' nesting, which is freed once they are laid out
