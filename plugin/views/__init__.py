@@ -61,8 +61,8 @@ class ViewSet:
         # On a big trace the other views are built in a second thread meanwhile, the Module
         # view (the slowest) last, beside the Operator view: the flame graph's temporaries
         # (57 B an event) then meet the Operator's grouping (37 B) but not the run-level
-        # summaries' (x50, peak of this phase: 930-992 MiB, against 1,023-1,046 with the
-        # Module view begun beside the summaries; views 0.8 s; the Overview after 0.2 s)
+        # summaries' (x50, this phase's peak: 927-944 MiB; 1,023-1,046 with the Module view
+        # begun beside the summaries). x200: the Overview's parts after 1.3-1.4 s of 5.1-5.8
         aside_views = [v for v in VIEWS if v not in (overview.VIEW, operator.VIEW)]
         with second_thread(len(analysis.trace)) as pool:
             aside = later(pool, _build, analysis, aside_views) if pool is not None else None
