@@ -394,6 +394,20 @@ def test_the_overview_answers_while_the_other_views_are_built(client_for, tmp_pa
     assert client.get(query("overview", **a)).json["route"] == "overview"  # the complete views
 
 
+def test_a_job_that_just_ended_reports_phase_cache():
+    """A request that took a job's early views just before the job ended gets a 202 from
+    them: its phase stays one of SPEC §3's (``cache``), never ``ready`` or ``failed``."""
+    from stepscope.store.scheduler import Job
+
+    job = Job(("r", "w", "1"), None)
+    job("analyse", 0.8)
+    assert job.loading().phase == "analyse" and job.loading().fraction == 0.8
+    job.phase, job.fraction = "ready", 1.0  # as Store._run ends it
+    assert job.loading().phase == "cache" and job.loading().fraction == 1.0
+    job.phase = "failed"
+    assert job.loading().phase == "cache"
+
+
 def test_most_recently_requested_worker_first(client_for, tmp_path):
     make_run(tmp_path / "r", [f"w{i}.pt.trace.json" for i in range(5)])
     gate = Gate()

@@ -109,7 +109,10 @@ class Job:
         return Ready(viewset, [note] if note else [], self.info.path)
 
     def loading(self) -> Loading:
-        return Loading(self.phase, self.fraction, time.monotonic() - self.queued_at)
+        """How far the job is; a job that has just ended says ``cache`` (the early views'
+        202 of a request that met it just before it ended)."""
+        phase = "cache" if self.phase in ("ready", "failed") else self.phase
+        return Loading(phase, self.fraction, time.monotonic() - self.queued_at)
 
 
 class Store:
@@ -369,9 +372,9 @@ class Store:
                 return job.result
             if job.phase == "failed":
                 raise job.error
+            self._prioritise(key)
             if early and job.early is not None:
                 return job.early
-            self._prioritise(key)
             return job.loading()
 
     def run_result(self, run: str, analysis: Any) -> Any:
