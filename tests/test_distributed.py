@@ -20,7 +20,7 @@ from stepscope.analysis.collectives import canonical_op
 from stepscope.analysis.intervals import covered, union
 from stepscope.read.reader import read_trace
 from stepscope.runlevel import TraceSummary
-from stepscope.runlevel.distributed import combine, summarise
+from stepscope.runlevel.distributed import brief, combine, has_data, summarise
 from stepscope.store.packing import pack, unpack
 
 DLRM = os.path.join(SHARED, "param_v100_dlrm_8rank")
@@ -103,6 +103,23 @@ def test_cpu_rank_split_counts_a_blocked_thread_as_communication():
     assert [s[k] for k in ("computation", "overlap", "communication", "other")] == \
         [[35_000], [5_000], [30_000], [30_000]]
     assert s["ops"] == ["all_reduce"] and len(s["start"]) == 1       # matched: the gloo range
+
+
+@pytest.mark.parametrize("trace, shown", [
+    (gpu_rank(0, 30), [True, True]),  # device collectives, a rank
+    (build([step(1, 0, 100), op("c10d::allreduce_", 20, 30)]), [True, True]),  # host ones
+    (build([step(1, 0, 100), op("aten::mm", 20, 30)],  # no collectives, a rank
+           distributed_info={"rank": 3, "world_size": 4, "backend": "gloo"}), [False, True]),
+    (build([step(1, 0, 100), op("aten::mm", 20, 30)]), [False, False]),  # neither
+], ids=["gpu", "cpu", "rank-only", "single"])
+def test_the_brief_summary_is_part_of_the_summary_and_shows_the_same_tab(trace, shown):
+    """Issue 19: the early views decide the Distributed tab from a brief summary (no
+    per-step split); it holds the summary's own values, so the tab is the same (``shown``:
+    in a run of 1 and of 2 workers)."""
+    a = analyze(trace)
+    short, full = brief(a), summarise(a)
+    assert short == {k: full[k] for k in short} and set(short) < set(full)
+    assert [has_data(short, w) for w in (1, 2)] == [has_data(full, w) for w in (1, 2)] == shown
 
 
 def summary(rank, colls, steps=((0, 1000),), world=None, groups=("0",)):

@@ -59,6 +59,10 @@ class RunAnalysis:
     summarise: Callable[[Any], Any]
     combine: Callable[[list[TraceSummary], list[tuple[str, str, str]]], Any]
     routes: tuple[RunRoute, ...]
+    #: ``brief(analysis)``: the part of the summary that decides whether a span shows the
+    #: analysis' tab, quicker than ``summarise``; it answers ``views`` while the span's
+    #: other views are built (None: ``summarise``)
+    brief: Callable[[Any], Any] | None = None
 
 
 def _analyses() -> tuple[RunAnalysis, ...]:
@@ -73,3 +77,9 @@ RUNLEVEL: tuple[RunAnalysis, ...] = _analyses()
 def summaries_of(analysis: Any, runlevel: tuple[RunAnalysis, ...] | None = None) -> dict:
     """``{name: summary}`` of one analysed trace, for every run-level analysis."""
     return {ra.name: ra.summarise(analysis) for ra in (RUNLEVEL if runlevel is None else runlevel)}
+
+
+def briefs_of(analysis: Any) -> dict:
+    """``{name: brief summary}`` of one analysed trace, for every run-level analysis (see
+    :attr:`RunAnalysis.brief`)."""
+    return {ra.name: (ra.brief or ra.summarise)(analysis) for ra in RUNLEVEL}

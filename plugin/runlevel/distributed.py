@@ -44,13 +44,22 @@ ARRAYS = {"step_start": np.int64, "step_end": np.int64, "computation": np.int64,
           "bytes": np.int64}
 
 
+def _rank_of(a: Any) -> dict:
+    """The rank, world size and backend of ``distributedInfo`` (None where unusable)."""
+    info = a.trace.distributed_info or {}
+    rank, world = info.get("rank"), info.get("world_size")
+    return {
+        "rank": rank if isinstance(rank, int) and rank >= 0 else None,
+        "world_size": world if isinstance(world, int) and world > 0 else None,
+        "backend": info.get("backend") if isinstance(info.get("backend"), str) else None,
+    }
+
+
 def summarise(a: Any) -> dict:
     """One rank's compact summary: JSON values only (per-step and per-collective numbers
     as int lists, ns), since the cache keeps a span's payloads as JSON."""
     coll = collectives_of(a)
     split = comm_split(a, coll)
-    info = a.trace.distributed_info or {}
-    rank, world = info.get("rank"), info.get("world_size")
     arrays = {
         "step_start": a.steps.start, "step_end": a.steps.end,
         "computation": split.computation, "communication": split.communication,
@@ -59,12 +68,16 @@ def summarise(a: Any) -> dict:
         "bytes": coll.bytes,
     }
     return {
-        "rank": rank if isinstance(rank, int) and rank >= 0 else None,
-        "world_size": world if isinstance(world, int) and world > 0 else None,
-        "backend": info.get("backend") if isinstance(info.get("backend"), str) else None,
-        "steps": list(a.steps.names), "ops": coll.ops, "groups": coll.groups,
+        **_rank_of(a), "steps": list(a.steps.names), "ops": coll.ops, "groups": coll.groups,
         **{k: np.asarray(v).astype(ARRAYS[k]).tolist() for k, v in arrays.items()},
     }
+
+
+def brief(a: Any) -> dict:
+    """The part of :func:`summarise` that :func:`has_data` reads (the rank, the
+    collectives' starts), without the per-step split: it is sent with the Overview's
+    parts, before the other views (issue 19, x200: 0.2 s instead of the summary's 0.8 s)."""
+    return {**_rank_of(a), "start": np.asarray(collectives_of(a).start, np.int64).tolist()}
 
 
 def _with_arrays(summary: dict) -> dict:
@@ -297,11 +310,11 @@ def combine(summaries: list[TraceSummary], failed: list[tuple[str, str, str]]) -
 
 
 DISTRIBUTED = RunAnalysis(
-    name="distributed", summarise=summarise, combine=combine,
+    name="distributed", summarise=summarise, combine=combine, brief=brief,
     routes=(
         RunRoute("distributed/ranks", lambda c, p: c["ranks"]),
         RunRoute("distributed/collectives", lambda c, p: c["collectives"]),
         RunRoute("distributed/straggler", lambda c, p: c["straggler"]),
     ))
 
-__all__ = ["DISTRIBUTED", "combine", "has_data", "summarise"]
+__all__ = ["DISTRIBUTED", "brief", "combine", "has_data", "summarise"]

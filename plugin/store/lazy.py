@@ -262,7 +262,7 @@ class FirstViews(ViewSet):
         self._payloads = parts.payloads
         self._names = parts.names
         self._notes = [*notes, *parts.notes]
-        self.summaries = parts.summaries
+        self.summaries = parts.briefs  # enough for ``views`` (the run-level tabs shown)
         self.analysis = None
         self._loading = loading
 

@@ -62,20 +62,23 @@ class ViewSet:
         # view (the slowest) last, beside the Operator view: the flame graph's temporaries
         # (57 B an event) then meet the Operator's grouping (37 B) but not the run-level
         # summaries' (x50, this phase's peak: 927-944 MiB; 1,023-1,046 with the Module view
-        # begun beside the summaries). x200: the Overview's parts after 1.3-1.4 s of 5.1-5.8
+        # begun beside the summaries). The parts carry the run-level analyses' brief
+        # summaries; the full ones follow them. x200, in the worker: the parts 0.34-0.47 s
+        # after the analysis (1.0-1.3 s with the full summaries), all the views after 4.9-5.4.
+        # (The Kernel view here beside the Operator's: 0.2 s sooner, the peak 100-300 MiB up.)
         aside_views = [v for v in VIEWS if v not in (overview.VIEW, operator.VIEW)]
         with second_thread(len(analysis.trace)) as pool:
             aside = later(pool, _build, analysis, aside_views) if pool is not None else None
             parts = first_parts(analysis)
             if first is not None:
                 first(parts)
+            #: compact per-trace summaries of the run-level analyses (:mod:`stepscope.runlevel`)
+            self.summaries = runlevel.summaries_of(analysis)
             built = {**parts.payloads, operator.VIEW.name: operator.VIEW.build(analysis)}
             built.update(aside.result() if aside is not None else _build(analysis, aside_views))
         self._payloads = {v.name: built[v.name] for v in VIEWS}
         self._names = parts.names
         self._notes = parts.notes
-        #: compact per-trace summaries of the run-level analyses (:mod:`stepscope.runlevel`)
-        self.summaries = parts.summaries
         self.timeline = timeline
 
     def __getstate__(self) -> dict:
@@ -112,7 +115,9 @@ class FirstParts(NamedTuple):
     payloads: dict[str, Any]   # {view name: payload}: the Overview's
     names: list[str]           # the views that have data, in display order
     notes: list[dict]          # data-quality notes
-    summaries: dict[str, Any]  # per-trace summaries of the run-level analyses
+    #: brief summaries of the run-level analyses (:func:`stepscope.runlevel.briefs_of`):
+    #: whether the span shows their tabs; the full summaries are built after these parts
+    briefs: dict[str, Any]
 
 
 def _build(analysis: Analysis, views: list[View]) -> dict[str, Any]:
@@ -122,10 +127,11 @@ def _build(analysis: Analysis, views: list[View]) -> dict[str, Any]:
 
 def first_parts(analysis: Analysis) -> FirstParts:
     """The Overview's payload, the names of the views with data, the notes and the
-    run-level summaries (which decide whether the run has a Distributed tab)."""
+    run-level analyses' brief summaries (which decide whether the run has a Distributed
+    tab)."""
     return FirstParts({overview.VIEW.name: overview.VIEW.build(analysis)},
                       [v.name for v in VIEWS if v.has_data(analysis)], notes(analysis),
-                      runlevel.summaries_of(analysis))
+                      runlevel.briefs_of(analysis))
 
 
 def build_views(trace: Trace) -> ViewSet:
