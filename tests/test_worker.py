@@ -298,7 +298,10 @@ def test_the_overview_is_handed_over_before_the_other_views(analyser, tmp_path):
     assert early.get("overview", {}) == views.get("overview", {})
     assert early.get("overview", {})["environments"][2]["value"] == "83.63 %"  # golden
     assert early.names() == views.names() and early.notes() == views.notes()
-    assert early.summaries == views.summaries
+    # the run-level summaries come brief (enough for ``views``), their values the summary's
+    assert early.summaries.keys() == views.summaries.keys()
+    for name, short in early.summaries.items():
+        assert short == {k: views.summaries[name][k] for k in short}
     for route, params in (("operation", {}), ("kernel/table", {}), ("module/tree", {}),
                           ("trace/timeline", {"width": "100"})):
         with pytest.raises(NotReady) as e:
@@ -610,6 +613,34 @@ def test_heap_is_trimmed_between_phases_of_big_traces_only(monkeypatch, events, 
     monkeypatch.setattr(child, "_glibc", lambda name: calls.append if name == "malloc_trim" else None)
     child.release_memory(events)
     assert calls == ([0] if trims else [])
+
+
+@pytest.mark.parametrize("bound,reuses", [(5, False), (4, True)])
+def test_a_big_traces_timeline_reuses_freed_heap_pages(monkeypatch, tmp_path, bound, reuses):
+    """Once a big trace's views are stored, its worker serves the timeline's blocks from
+    the C heap (issue 19: x200, the timeline 0.4-1.1 s sooner): no new mappings, free top
+    pages past 16 MB given back. A smaller trace's heap (maybe a shared worker's) is left
+    as it is. Here the trace has 4 events and ``bound`` is MEMORY_BOUND_EVENTS."""
+    from stepscope.store import child
+    from stepscope.store.lazy import timeline_key
+
+    seen = []
+    monkeypatch.setattr(child, "MEMORY_BOUND_EVENTS", bound)
+    monkeypatch.setattr(child, "_glibc", lambda name: lambda *args: seen.append((name, *args)))
+    real = child._store
+    monkeypatch.setattr(child, "_store", lambda cache, p, key, *a: seen.append(key) or
+                        real(cache, p, key, *a))
+    path = tmp_path / "w.pt.trace.json"
+    path.write_text('{"traceEvents": [' + ",".join(
+        f'{{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": {i}, "dur": 1, "cat": "cpu_op"}}'
+        for i in range(4)) + "]}")
+    assert child.analyse_to_cache(str(path), str(tmp_path / "cache"), 10**9, "k") == {"ok": True}
+    heap = [c for c in seen if isinstance(c, tuple) and c[0] == "mallopt"]
+    if reuses:  # after the payloads are stored, before the timeline is
+        assert heap == [("mallopt", -1, 16 << 20), ("mallopt", -4, 0)]
+        assert seen.index("k") < seen.index(heap[0]) < seen.index(timeline_key("k"))
+    else:
+        assert heap == [] and seen.index("k") < seen.index(timeline_key("k"))
 
 
 def test_workers_map_numpy_arrays_with_small_pages_unless_told(monkeypatch, tmp_path):
