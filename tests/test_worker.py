@@ -497,6 +497,38 @@ def test_a_killed_worker_is_replaced_and_the_timeline_rebuilt(analyser, tmp_path
     assert _timeline(views, {"width": "300"}) == want
 
 
+def test_a_worker_whose_answer_was_not_read_is_not_reused(tmp_path):
+    """When a handler of a job's messages raises (here: taking the Overview's parts), that
+    job's error is reported and its worker, whose pipe may still hold the job's messages,
+    ends: the next small trace gets a new process and its own, right views."""
+    a = Analyser(cache_dir=str(tmp_path / "c"), jobs=1)
+    paths = []
+    for i, dur in enumerate((100, 300)):
+        path = tmp_path / f"w{i}.pt.trace.json"
+        path.write_bytes(orjson.dumps({"traceEvents": [step(1, 0, dur), op("aten::mm", 10, 50)]}))
+        paths.append(str(path))
+
+    class Progress:
+        def __call__(self, phase, fraction):
+            pass
+
+        def first(self, views):
+            raise RuntimeError("the handler failed")
+
+        def loading(self):
+            return Loading("analyse", 0.5, 0.0)
+    try:
+        with pytest.raises(StepscopeError, match="internal error"):
+            a(paths[0], Progress())
+        views = a(paths[1], lambda phase, f: None)
+        views.timeline.wait()
+        step_row = views.get("overview", {})["steps"]["rows"][0]
+        assert step_row[0] == "1" and step_row[3] + step_row[5] == 300  # this trace's step (µs)
+        assert a.process_starts == 2
+    finally:
+        a.close()
+
+
 def test_small_traces_share_worker_processes(tmp_path):
     """Issue 12: tiny traces do not pay a process start each (50 traces, 2 jobs at once:
     at most 2 processes); a big one gets a process of its own that ends with it."""

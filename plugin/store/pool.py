@@ -469,10 +469,11 @@ class Analyser:
         return worker
 
     def _give_back(self, worker: WorkerProcess, reuse: bool) -> None:
-        """Keep a worker that analysed a small trace for the next one; end the others."""
+        """Keep a worker that analysed a small trace for the next one; end the others (and
+        one whose job's answer was not read)."""
         with self._lock:
-            keep = reuse and not self._closed and worker.alive() and \
-                worker.jobs < WORKER_MAX_JOBS and len(self._idle) < self.jobs
+            keep = reuse and not self._closed and worker.alive() and not worker.unsettled \
+                and worker.jobs < WORKER_MAX_JOBS and len(self._idle) < self.jobs
             if keep:
                 self._idle.append(worker)
                 return
@@ -513,6 +514,9 @@ class WorkerProcess:
         self.proc = ctx.Process(target=_worker_main, args=(self._child_conn, os.getpid()),
                                 name="stepscope-worker")
         self.jobs = 0
+        #: a job was sent and its answer not read (a handler of its messages raised): the
+        #: pipe may still hold that job's messages, so the process must not take another
+        self.unsettled = False
         self._stop_lock = threading.Lock()  # close() and a job's thread may both stop it
         self._stopped = False
 
@@ -528,11 +532,13 @@ class WorkerProcess:
         (to ``hear``) and the parts of its Overview tab (to ``first``), return its answer;
         raises :class:`WorkerDied` when the process ends first."""
         self.jobs += 1
+        self.unsettled = True
         try:
             self.conn.send(job)
             while True:
                 message = self.conn.recv()
                 if message[0] == "done":
+                    self.unsettled = False
                     return message[1]
                 if message[0] == "first":
                     first(message[1])
