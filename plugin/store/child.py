@@ -197,11 +197,13 @@ def reuse_freed_memory(events: int) -> None:
     kernel faults in and zeroes one by one): ``mallopt(M_MMAP_MAX, 0)``; free memory past
     :data:`TRIM_THRESHOLD_BYTES` at the heap's top still goes back. Only for a trace of
     :data:`~stepscope.processes.MEMORY_BOUND_EVENTS` or more (its worker ends with it), once
-    its views are stored; nothing elsewhere. Measured in issue 19 on x200 (14.7 M events),
-    3 alternating pairs in-process: the timeline's layout, build and store 4.0-5.1 ->
-    3.6-4.0 s, their peak 2,620-2,897 -> 2,929-3,027 MiB, below the analysis' and the
-    views' (3,334-3,504). Not earlier: the analysis and the views ran 1-2 s faster so, but
-    the freed holes the heap kept raised their peak by 150-300 MiB (x200's limit: 4 GB)."""
+    its views are stored; nothing elsewhere. Measured in issue 19 on x200 (14.7 M events):
+    the timeline's layout, build and store in 4 pairs of processes forked from one analysis
+    4.60-5.21 -> 4.13-4.69 s (each pair faster, by 0.26-1.07 s); in 3 alternating pairs of
+    whole runs 4.0-5.1 -> 3.6-4.0 s, their peak 2,620-2,897 -> 2,929-3,027 MiB, below the
+    analysis' and the views' (3,334-3,504). Not earlier: the analysis and the views ran 1-2
+    s faster so, but the freed holes the heap kept raised their peak by 150-300 MiB (x200's
+    limit: 4 GB)."""
     mallopt = _glibc("mallopt") if events >= MEMORY_BOUND_EVENTS else None
     if mallopt is not None:
         mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
