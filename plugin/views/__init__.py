@@ -69,7 +69,7 @@ class ViewSet:
         aside_views = [v for v in VIEWS if v not in (overview.VIEW, operator.VIEW)]
         with second_thread(len(analysis.trace)) as pool:
             aside = later(pool, _build, analysis, aside_views) if pool is not None else None
-            parts = first_parts(analysis)
+            parts = first_parts(analysis, briefs=first is not None)
             if first is not None:
                 first(parts)
             #: compact per-trace summaries of the run-level analyses (:mod:`stepscope.runlevel`)
@@ -125,13 +125,13 @@ def _build(analysis: Analysis, views: list[View]) -> dict[str, Any]:
     return {v.name: v.build(analysis) for v in views}
 
 
-def first_parts(analysis: Analysis) -> FirstParts:
+def first_parts(analysis: Analysis, briefs: bool = True) -> FirstParts:
     """The Overview's payload, the names of the views with data, the notes and the
     run-level analyses' brief summaries (which decide whether the run has a Distributed
-    tab)."""
+    tab; ``briefs=False``: none, for parts nobody serves before the full summaries)."""
     return FirstParts({overview.VIEW.name: overview.VIEW.build(analysis)},
                       [v.name for v in VIEWS if v.has_data(analysis)], notes(analysis),
-                      runlevel.briefs_of(analysis))
+                      runlevel.briefs_of(analysis) if briefs else {})
 
 
 def build_views(trace: Trace) -> ViewSet:
