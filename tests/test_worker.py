@@ -647,34 +647,6 @@ def test_heap_is_trimmed_between_phases_of_big_traces_only(monkeypatch, events, 
     assert calls == ([0] if trims else [])
 
 
-@pytest.mark.parametrize("bound,reuses", [(5, False), (4, True)])
-def test_a_big_traces_timeline_reuses_freed_heap_pages(monkeypatch, tmp_path, bound, reuses):
-    """Once a big trace's views are stored, its worker serves the timeline's blocks from
-    the C heap (issue 19: x200, the timeline 0.4-1.1 s sooner): no new mappings, free top
-    pages past 16 MB given back. A smaller trace's heap (maybe a shared worker's) is left
-    as it is. Here the trace has 4 events and ``bound`` is MEMORY_BOUND_EVENTS."""
-    from stepscope.store import child
-    from stepscope.store.lazy import timeline_key
-
-    seen = []
-    monkeypatch.setattr(child, "MEMORY_BOUND_EVENTS", bound)
-    monkeypatch.setattr(child, "_glibc", lambda name: lambda *args: seen.append((name, *args)))
-    real = child._store
-    monkeypatch.setattr(child, "_store", lambda cache, p, key, *a: seen.append(key) or
-                        real(cache, p, key, *a))
-    path = tmp_path / "w.pt.trace.json"
-    path.write_text('{"traceEvents": [' + ",".join(
-        f'{{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": {i}, "dur": 1, "cat": "cpu_op"}}'
-        for i in range(4)) + "]}")
-    assert child.analyse_to_cache(str(path), str(tmp_path / "cache"), 10**9, "k") == {"ok": True}
-    heap = [c for c in seen if isinstance(c, tuple) and c[0] == "mallopt"]
-    if reuses:  # after the payloads are stored, before the timeline is
-        assert heap == [("mallopt", -1, 16 << 20), ("mallopt", -4, 0)]
-        assert seen.index("k") < seen.index(heap[0]) < seen.index(timeline_key("k"))
-    else:
-        assert heap == [] and seen.index("k") < seen.index(timeline_key("k"))
-
-
 def test_workers_map_numpy_arrays_with_small_pages_unless_told(monkeypatch, tmp_path):
     """An analysis (and the standalone server) has numpy map its arrays with 4 KiB pages, not
     transparent huge pages (issue 19: measured faster); ``NUMPY_MADVISE_HUGEPAGE``, when

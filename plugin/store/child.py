@@ -122,7 +122,6 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str,
         if failed is not None:
             return failed
         progress("timeline", 0.0, now=True)  # the payloads can be served
-        reuse_freed_memory(len(analysis.trace))
         inputs = timeline_inputs(analysis)
         del analysis  # free the analysis' intermediates before the timeline's memory peak
         ahead = _save_ahead(cache, timeline_key(key), inputs)
@@ -170,7 +169,7 @@ def release_memory(events: int | None = None) -> None:
         trim(0)
 
 
-_M_TRIM_THRESHOLD, _M_MMAP_MAX, _M_ARENA_MAX = -1, -4, -8  # glibc's mallopt parameters
+_M_ARENA_MAX = -8  # glibc's mallopt parameter
 
 
 def one_malloc_arena() -> None:
@@ -185,29 +184,6 @@ def one_malloc_arena() -> None:
     mallopt = _glibc("mallopt")
     if mallopt is not None:
         mallopt(_M_ARENA_MAX, 1)
-
-
-#: Free memory at the top of the heap beyond this goes back to the system (bytes).
-TRIM_THRESHOLD_BYTES = 16 << 20
-
-
-def reuse_freed_memory(events: int) -> None:
-    """For the rest of this process, have glibc serve column-sized blocks from its heap,
-    reusing the pages freed before them, rather than map fresh pages for each (which the
-    kernel faults in and zeroes one by one): ``mallopt(M_MMAP_MAX, 0)``; free memory past
-    :data:`TRIM_THRESHOLD_BYTES` at the heap's top still goes back. Only for a trace of
-    :data:`~stepscope.processes.MEMORY_BOUND_EVENTS` or more (its worker ends with it), once
-    its views are stored; nothing elsewhere. Measured in issue 19 on x200 (14.7 M events):
-    the timeline's layout, build and store in 4 pairs of processes forked from one analysis
-    4.60-5.21 -> 4.13-4.69 s (each pair faster, by 0.26-1.07 s); in 3 alternating pairs of
-    whole runs 4.0-5.1 -> 3.6-4.0 s, their peak 2,620-2,897 -> 2,929-3,027 MiB, below the
-    analysis' and the views' (3,334-3,504). Not earlier: the analysis and the views ran 1-2
-    s faster so, but the freed holes the heap kept raised their peak by 150-300 MiB (x200's
-    limit: 4 GB)."""
-    mallopt = _glibc("mallopt") if events >= MEMORY_BOUND_EVENTS else None
-    if mallopt is not None:
-        mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
-        mallopt(_M_MMAP_MAX, 0)
 
 
 @functools.cache
