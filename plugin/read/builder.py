@@ -229,8 +229,8 @@ class ColumnBuilder:
         args (SPEC §4.3) of the ``n`` events; ``host``: the args of the host events at
         ``rows``. A pass over them finds the events that have each; only those are looked at
         one by one (a trace recorded without shapes or stacks: none). Passes without a
-        condition per event where they can (issue 19: 2021 x50, a fifth of the columns'
-        time went here)."""
+        condition per event where they can (issue 19: 2021 x50, 12-25 % of the columns'
+        time went here; the builder is about 6 % faster so)."""
         shape = np.full(n, -1, dtype=np.int32)
         stack = np.full(n, -1, dtype=np.int32)
         comm = np.full(n, -1, dtype=np.int32)
