@@ -361,10 +361,13 @@ def test_deep_nesting_in_a_chunk_taken_over_from_a_helper_is_a_422(tmp_path, mon
 def test_chunked_decode_equals_whole_document(path, helpers, monkeypatch):
     """Cutting the event list into many small chunks (decoded here, or every other one in a
     helper process) gives exactly the one-piece result, whichever way the helper's answers
-    come back (its slot, or the pipe) and when no chunk fits a slot (all decoded here)."""
+    come back (its slot, or the pipe) and when no chunk fits a slot (all decoded here).
+    Each chunk is decoded in pieces too (:func:`~stepscope.read.decode.cut_piece`)."""
     from stepscope.read import decode, reader, shared
 
+    monkeypatch.setattr(decode, "PIECE_BYTES", 1 << 40)
     whole = read_trace(str(path))
+    monkeypatch.setattr(decode, "PIECE_BYTES", 7_001)
     if helpers == "pipe":  # the helper's answers come back through the pipe
         monkeypatch.setattr(reader, "ANSWER_IN_SLOT", False)
     elif helpers == "no slot":
@@ -443,23 +446,35 @@ def test_an_error_in_a_helper_is_raised_by_the_reader(tmp_path, monkeypatch):
     assert sent[0] > 0 and set(psutil.Process().children()) <= before
 
 
-@pytest.mark.parametrize("window", [None, 16])
+@pytest.mark.parametrize("window", [None, 16, "pieces"])
 @pytest.mark.parametrize("helpers", [0, 1])
 def test_chunk_cut_inside_args_is_joined(tmp_path, monkeypatch, helpers, window):
     """A '},{' inside args (a list of dicts) is not an event boundary: the chunk cut there
     is joined with the next one. ``window``: the last boundary is looked for in so few final
-    bytes that it is mostly found by the search of the whole chunk."""
+    bytes that it is mostly found by the search of the whole chunk; "pieces": the chunks
+    are big, the pieces they are decoded in small (a piece cut there is cut again further)."""
     from stepscope.read import decode
 
     events = [dict(GOOD[1], args={"External id": i, "x": [{"a": 1}, {"b": 2}] * 50})
               for i in range(400)]
     path = _write(tmp_path, _doc(events))
-    monkeypatch.setattr(decode, "CHUNK_BYTES", 3_000)
-    if window:
+    decoded = []
+    if window == "pieces":
+        from stepscope.read import reader
+
+        monkeypatch.setattr(decode, "PIECE_BYTES", 3_000)
+        monkeypatch.setattr(decode, "TAIL_CUT_BYTES", 20_000)  # (the events: one chunk)
+        monkeypatch.setattr(reader, "decode_chunk",
+                            lambda chunk: decoded.append(1) or decode.decode_chunk(chunk))
+    else:
+        monkeypatch.setattr(decode, "CHUNK_BYTES", 3_000)
+    if window == 16:
         monkeypatch.setattr(decode, "_BOUNDARY_WINDOW", window)
     trace = read_trace(path, helpers=helpers)
     assert len(trace) == 400 and trace.events["external_id"].tolist() == list(range(400))
     assert trace.notes == []
+    if window == "pieces" and not helpers:  # a piece, then the rest of the chunk at once;
+        assert len(decoded) == 2  # not a try per '},{' (about 20,000 here)
 
 
 @pytest.mark.parametrize("gz", [True, False])

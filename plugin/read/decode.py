@@ -28,7 +28,9 @@ from . import repair
 F = msgspec.field
 _MAX_REPAIRS = 16
 _POS = re.compile(r"\(byte (\d+)\)")
-CHUNK_BYTES = 32 << 20  # decode the event list in pieces of about this size
+CHUNK_BYTES = 32 << 20  # cut the event list in chunks of about this size
+#: A chunk is decoded a piece of about this many bytes at a time (:func:`cut_piece`).
+PIECE_BYTES = 1 << 20
 #: A rest of the event list longer than this at the end of the file is cut once more.
 TAIL_CUT_BYTES = 1 << 20
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
@@ -258,6 +260,26 @@ def _views(pieces: list[bytes], lo: int, hi: int) -> list[memoryview]:
             out.append(memoryview(piece)[max(lo - at, 0): min(hi - at, n)])
         at += n
     return out
+
+
+def cut_piece(chunk, lo: int, past: int = 0) -> tuple[Any, int]:
+    """The events of ``chunk`` (a :class:`Split` chunk: bytes or any buffer) from ``lo`` (0,
+    or the ``{`` of an event) to the first event boundary :data:`PIECE_BYTES` or more
+    after ``lo`` and after ``past``, as a JSON array (``[{...},...]``: for
+    :func:`decode_chunk`), and where the next piece starts (its ``{``; ``len(chunk)`` when
+    this piece reaches the chunk's end). Like the chunk's own cut, the boundary may turn out
+    to be inside an event: the piece then fails to decode (cut it again ``past`` that).
+
+    Example, with ``PIECE_BYTES`` 1: ``cut_piece(b'[{"a":1}, {"b":2}, {"c":3}]', 0)`` is
+    ``(b'[{"a":1}]', 10)``, and ``cut_piece(b'[{"a":1}, {"b":2}, {"c":3}]', 10, 19)`` is
+    ``(b'[{"b":2}, {"c":3}]', 27)`` (no boundary after byte 19: the rest)."""
+    view = memoryview(chunk)
+    after = max(lo + PIECE_BYTES, past)
+    found = _BOUNDARY.search(view, after) if after < len(view) else None
+    if found is None:
+        return (view[lo:] if lo == 0 else b"".join((b"[", view[lo:]))), len(view)
+    piece = view[lo:found.start() + 1]
+    return b"".join((b"[", piece, b"]") if lo else (piece, b"]")), found.end() - 1
 
 
 def decode_chunk(chunk) -> Optional[list[Event]]:

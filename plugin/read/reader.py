@@ -26,12 +26,13 @@ from typing import Optional
 from ..errors import TraceError
 from ..model import Note, Trace
 from ..processes import jobs, watch_parent
-from .builder import ColumnBuilder, Part, build_part
+from .builder import ColumnBuilder, Part
 from .decode import (
     CHUNK_BYTES,
     Chunk,
     NeedWholeDocument,
     Split,
+    cut_piece,
     decode_chunk,
     decode_document,
     decode_tail,
@@ -155,9 +156,38 @@ HELPER_QUEUE = 2
 
 
 def build_local(chunk) -> Part | None:
-    """Columns of one chunk (bytes or a buffer), or None when it does not decode on its own."""
-    events = decode_chunk(chunk)
-    return None if events is None else build_part(events)
+    """Columns of one chunk (bytes or a buffer), or None when it does not decode on its own.
+
+    The chunk is decoded and turned into columns a piece of about
+    :data:`~.decode.PIECE_BYTES` at a time, the structs of one piece freed before the next is
+    decoded: a piece's structs then stay in the core's cache for the builder's passes over
+    them, and the next piece reuses their memory (issue 19, 2024-format x10, decode + build +
+    free per entry: 2.65 us for 32 MB at once, 1.96 us by 1 MB pieces; 2021 format 3.06 ->
+    2.52 us)."""
+    builder = ColumnBuilder("")
+    lo = 0
+    while lo < len(chunk):
+        events, lo = _decode_piece(chunk, lo)
+        if events is None:
+            return None
+        builder.add(events)
+        del events
+    return builder.export()
+
+
+def _decode_piece(chunk, lo: int) -> tuple[list | None, int]:
+    """The events of the piece of ``chunk`` that starts at ``lo`` and where the next starts
+    (:func:`~.decode.cut_piece`); None when the rest of the chunk does not decode. When the
+    piece does not decode (its end was a ``},{`` inside an event), the rest of the chunk is
+    decoded at once, as a chunk was before it was decoded in pieces: trying the next boundary
+    and the next would decode the piece over and over where most ``},{`` are inside events
+    (args holding lists of objects)."""
+    piece, hi = cut_piece(chunk, lo)
+    events = decode_chunk(piece)
+    if events is None and hi < len(chunk):
+        piece, hi = cut_piece(chunk, lo, len(chunk))
+        events = decode_chunk(piece)
+    return events, hi
 
 
 class _Job:
