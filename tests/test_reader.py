@@ -129,6 +129,20 @@ def test_us_to_ns_text_matches_decimal(texts):
         [_decimal_ns(t) for t in texts]
 
 
+def test_us_to_ns_parses_kineto_texts_without_decimal(monkeypatch):
+    """The texts Kineto writes (epoch µs with ns fractions, durations with 0 to 3 decimals,
+    negative ones) are parsed vectorised: none goes through Decimal."""
+    from stepscope.read import columns
+
+    def no_decimal(text):
+        raise AssertionError(f"{text!r} went through Decimal")
+    monkeypatch.setattr(columns, "_decimal_us_to_ns", no_decimal)
+    texts = ["1712195495519689.047", "1712195495519695.8", "135.162", "1.28", "0.039", "5",
+             "-5.5", "-0", "12.5", "9223372036854775.807", "-1"]
+    ns, ok = us_to_ns(texts)
+    assert ok.all() and ns.tolist() == [_decimal_ns(t)[0] for t in texts]
+
+
 def test_us_to_ns_text_first_then_other_values():
     """A list starting with text takes the text path; ints in it stay exact, other types
     are invalid (not their repr parsed)."""
