@@ -117,14 +117,14 @@ def small_pages() -> None:
     _set_madvise_hugepage(False)
 
 
-#: From this many events on, memory is what limits a trace's analysis: its column-sized
-#: arrays (8 bytes an event) are above glibc's largest mmap threshold (32 MB), so they are
-#: mapped afresh whatever the heap holds (issue 19: x200 peaks near 4 GB).
+#: From this many events on, memory is what limits a trace's analysis (issue 19: x200
+#: peaks near 3.5 GB): the worker gives the heap's free pages back between its phases
+#: (:func:`~stepscope.store.child.release_memory`).
 MEMORY_BOUND_EVENTS = 4_000_000
 #: Traces with this many events run independent analyses, views and timeline layouts in a
 #: second thread (their numpy work runs without the GIL); not small ones (a thread costs
 #: more than it saves). Memory-bound traces too, since their threads share one C heap
-#: (:func:`~stepscope.store.child.one_malloc_arena`): x200 (14.7 M events), analysis
+#: (:func:`~stepscope.store.child.heap_settings`): x200 (14.7 M events), analysis
 #: 8.5-8.7 -> 5.5-5.8 s, its peak RSS at most 0.06 GB higher, still below the views' peak.
 THREADED_EVENTS = range(200_000, 1 << 62)
 

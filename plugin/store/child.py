@@ -49,7 +49,7 @@ def _worker_main(conn: Any, server_pid: int) -> None:
     until the pipe closes or a ``None`` comes; answer each with ``("done", status dict)``."""
     global _conn
     _conn = conn
-    one_malloc_arena()  # before the process starts any thread
+    heap_settings()  # before the process starts any thread
     watch_parent(server_pid)
     for job in jobs(conn):
         try:
@@ -169,21 +169,45 @@ def release_memory(events: int | None = None) -> None:
         trim(0)
 
 
-_M_ARENA_MAX = -8  # glibc's mallopt parameter
+#: glibc's ``mallopt`` parameters
+_M_TRIM_THRESHOLD, _M_MMAP_MAX, _M_ARENA_MAX = -1, -4, -8
+#: Free bytes at the top of the heap that glibc gives back by itself (the worker gives the
+#: heap's free pages back between phases and jobs: :func:`release_memory`).
+TRIM_THRESHOLD = 1 << 30
 
 
-def one_malloc_arena() -> None:
-    """Have every thread of this process allocate from glibc's main heap
-    (``mallopt(M_ARENA_MAX, 1)``; nothing elsewhere); call it before the process starts a
-    thread. A big trace's analysis runs two threads at once (:func:`~stepscope.processes.
-    second_thread`); with a heap per thread, the pages one thread freed were not reused by
-    the phases after it. Peak RSS in-process, x200 (14.7 M events) while building the views:
-    3,662-3,714 -> 3,429-3,567 MiB; 2024 x50 (3.4 M) while building the timeline: 1,045-1,063
-    -> 794-807 MiB. numpy allocates few, big blocks and Python objects come from
-    Python's own allocator, so threads sharing one heap wait on it for no measurable time."""
+def heap_settings() -> None:
+    """Set glibc's heap up for an analysis worker (``mallopt``; nothing elsewhere); call it
+    before the process starts a thread (its read's helper processes inherit it).
+
+    - **One heap for all threads** (``M_ARENA_MAX`` 1). A big trace's analysis runs two
+      threads at once (:func:`~stepscope.processes.second_thread`); with a heap per thread,
+      the pages one thread freed were not reused by the phases after it. Peak RSS
+      in-process, x200 (14.7 M events) while building the views: 3,662-3,714 -> 3,429-3,567
+      MiB; 2024 x50 (3.4 M) while building the timeline: 1,045-1,063 -> 794-807 MiB. numpy
+      allocates few, big blocks and Python objects come from Python's own allocator, so
+      threads sharing one heap wait on it for no measurable time.
+    - **Big blocks from that heap too** (``M_MMAP_MAX`` 0), and no trimming of its top by
+      glibc itself (``M_TRIM_THRESHOLD`` 1 GiB). A trace's column-sized arrays over 32 MB
+      (glibc's largest mmap threshold: from about 4 M events) were each mapped afresh, their
+      pages faulted in one at a time (0.45 s per GiB on this VM: first write of 1 GiB 0.64 s,
+      a second one 0.18 s), and unmapped when freed; from the heap, the next array reuses the
+      pages the last one freed. Issue 19, x200, in one process: analysis 6.7 -> 5.5 s (system
+      time 3.7 -> 1.3 s), views 5.8 -> 3.8 s; through the server (``bench_big.py``, same
+      run): cold 39.0 -> 35.5 s, the views 5.7 -> 4.2 s and the timeline 11.1 -> 8.8 s after
+      the Overview, peak RSS of the process tree 3,428 -> 3,563 MiB; x50 unchanged (2024
+      format in one process: analysis 1.07-1.18 -> 1.00-1.07 s, same peak). Without the trim
+      threshold glibc gave the heap's top back at every free of 128 kB and faulted it in again
+      (x50: 20 % more page faults than with mmap); with mmap off alone, x200 +timeline 9.7 s.
+      Session 11 kept ``M_MMAP_MAX`` 0 out for its peak (then 3.8 GB at x200 with it);
+      decoding chunks a piece at a time (:func:`~stepscope.read.reader.build_local`) has
+      since lowered the peak by more than it adds.
+    """
     mallopt = _glibc("mallopt")
     if mallopt is not None:
         mallopt(_M_ARENA_MAX, 1)
+        mallopt(_M_MMAP_MAX, 0)
+        mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
 
 
 @functools.cache
