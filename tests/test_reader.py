@@ -491,6 +491,26 @@ def test_chunk_cut_inside_args_is_joined(tmp_path, monkeypatch, helpers, window)
         assert len(decoded) == 2  # not a try per '},{' (about 20,000 here)
 
 
+@pytest.mark.parametrize("sep", [b"\x0c,\n", b",\x0b", b"} ,{"])
+def test_what_is_not_json_between_events_is_refused_wherever_the_cuts_fall(tmp_path,
+                                                                            monkeypatch, sep):
+    """A form feed or vertical tab between two events (not JSON whitespace), or a stray
+    ``}``: the file is refused as the whole-document decode refuses it, not accepted because
+    a chunk or piece cut dropped the bytes it was cut at (fresh-eyes review, session 12)."""
+    from stepscope.read import decode
+
+    events = [json.dumps(dict(GOOD[1], ts=10 * i, args={"External id": i})).encode()
+              for i in range(300)]
+    body = b",\n".join(events[:100]) + sep + b",\n".join(events[100:])
+    path = _write(tmp_path, b'{"traceEvents": [' + body + b"]}")
+    for chunk, piece in ((1 << 40, 1 << 40), (4_000, 1 << 40), (1 << 40, 500), (4_000, 500)):
+        monkeypatch.setattr(decode, "CHUNK_BYTES", chunk)
+        monkeypatch.setattr(decode, "TAIL_CUT_BYTES", min(chunk, 1 << 20))
+        monkeypatch.setattr(decode, "PIECE_BYTES", piece)
+        with pytest.raises(TraceError):
+            read_trace(path)
+
+
 @pytest.mark.parametrize("gz", [True, False])
 def test_progress_follows_the_bytes_decoded(tmp_path, gz):
     """Progress counts the file's bytes as they are inflated / handed on, not as the

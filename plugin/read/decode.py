@@ -33,7 +33,9 @@ CHUNK_BYTES = 32 << 20  # cut the event list in chunks of about this size
 PIECE_BYTES = 1 << 20
 #: A rest of the event list longer than this at the end of the file is cut once more.
 TAIL_CUT_BYTES = 1 << 20
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+#: ``}`` ``,`` ``{`` with JSON's whitespace between (not ``\s``: a form feed there is not JSON,
+#: and a cut drops what it cuts at)
+_BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _PREFIX_LIMIT = 64 << 20  # metadata before traceEvents larger than this: decode whole
 #: More bytes than this without an event boundary (``},{``) is one entry that long: refused
