@@ -1,13 +1,14 @@
 """Trace file -> :class:`~stepscope.model.Trace` (SPEC §1.2-1.4).
 
 The one entry point, :func:`read_trace`, streams the file's bytes (:mod:`.rawfile`), cuts the
-event list into chunks (:class:`.decode.Split`), decodes each chunk and turns it into numpy
-columns at once (:mod:`.builder`), so no Python object per event outlives its chunk. With
-``helpers`` > 0, every other chunk is decoded in a helper process while this one decodes the
-next, using a second core; rather than wait for a helper, the reader decodes the chunks that
-helper has not started yet (:meth:`_Job.take_over`). A file the chunked path cannot take
-(damage, odd layout) is decoded whole, with repairs and data-quality notes; a file with
-nothing usable raises :class:`~stepscope.errors.TraceError` (HTTP 422).
+event list into chunks (:class:`.decode.Split`), decodes each chunk a piece at a time and
+turns each piece into numpy columns at once (:mod:`.builder`), so no Python object per
+event outlives its piece. With ``helpers`` > 0, every other chunk is decoded in a helper
+process while this one decodes the next, using a second core; rather than wait for a
+helper, the reader decodes the chunks that helper has not started yet
+(:meth:`_Job.take_over`). A file the chunked path cannot take (damage, odd layout) is
+decoded whole, with repairs and data-quality notes; a file with nothing usable raises
+:class:`~stepscope.errors.TraceError` (HTTP 422).
 """
 
 from __future__ import annotations
@@ -162,8 +163,8 @@ def build_local(chunk) -> Part | None:
     :data:`~.decode.PIECE_BYTES` at a time, the structs of one piece freed before the next is
     decoded: a piece's structs then stay in the core's cache for the builder's passes over
     them, and the next piece reuses their memory (issue 19, 2024-format x10, decode + build +
-    free per entry: 2.65 us for 32 MB at once, 1.96 us by 1 MB pieces; 2021 format 3.06 ->
-    2.52 us)."""
+    free per entry: 2.65 µs for 32 MB at once, 1.96 µs by 1 MB pieces; 2021 format 3.06 ->
+    2.52 µs)."""
     builder = ColumnBuilder("")
     lo = 0
     while lo < len(chunk):
