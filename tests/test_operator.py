@@ -682,8 +682,11 @@ def test_correlation_lookup_picks_the_last_launch_before_the_activity():
 
 
 def test_legacy_flows_survive_chunks_built_in_other_processes():
-    from stepscope.read.builder import ColumnBuilder, build_part
+    import msgspec
+
+    from stepscope.read.builder import ColumnBuilder
     from stepscope.read.decode import Event, TraceObject
+    from stepscope.read.reader import build_local
 
     cpu, cuda = "CPU functions", "CUDA functions"
     first = [Event(ph="X", name="aten::mm", pid=cpu, tid=0, ts=100, dur=10),
@@ -692,8 +695,8 @@ def test_legacy_flows_survive_chunks_built_in_other_processes():
     second = [Event(ph="f", cat="cpu_to_cuda", name="gemm", pid=cuda, tid=0, ts=105, id=4),
               Event(ph="s", cat="cpu_to_cuda", name="aten::mm", pid=cpu, tid=0, ts=100, id=4)]
     builder = ColumnBuilder("legacy.json")
-    builder.merge(build_part(first))
-    builder.merge(build_part(second))
+    builder.merge(build_local(msgspec.json.encode(first)))  # as a helper process builds them
+    builder.merge(build_local(msgspec.json.encode(second)))
     views = build_views(builder.finish(TraceObject(), []))
     rows = {r["name"]: r for r in views.get("operation/table", {})}
     assert times(rows["aten::mm"]) == (1, 10, 10, 7, 7)

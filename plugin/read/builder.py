@@ -55,13 +55,6 @@ class Part:
     flows: list = field(default_factory=list)
 
 
-def build_part(events: list[Event]) -> Part:
-    """Columns of one chunk of events, with fresh interning tables."""
-    builder = ColumnBuilder("")
-    builder.add(events)
-    return builder.export()
-
-
 class ColumnBuilder:
     """Accumulates columns for one trace file; see the module doc."""
 
