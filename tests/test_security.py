@@ -122,6 +122,21 @@ def test_download_supports_ranges_and_revalidation(linked):
     etag = whole.headers["ETag"]
     whole.close()
     assert client.get(url, headers={"If-None-Match": etag}).status_code == 304
+    same = client.get(url, headers={"If-Match": etag, "If-Unmodified-Since": "Fri, 01 Jan 2100 "
+                                                                              "00:00:00 GMT"})
+    assert same.status_code == 200 and same.get_data() == data
+    same.close()
+
+
+@pytest.mark.parametrize("header", [{"If-Match": '"not-its-tag"'},
+                                    {"If-Unmodified-Since": "Wed, 21 Oct 1970 07:28:00 GMT"}])
+def test_download_of_a_changed_file_is_refused_with_a_json_error(linked, header):
+    """A precondition the file no longer meets is a JSON 412 (werkzeug's answered 412 with the
+    whole file as its body; an old If-Unmodified-Since answered 200)."""
+    client, _, _ = linked
+    resp = client.get(query("trace/download", run="inside", worker="worker0"), headers=header)
+    body = error_body(resp, 412)
+    assert body["error"] == "precondition failed" and "download it again" in body["detail"]
 
 
 def test_errors_of_a_file_outside_do_not_quote_it(linked):

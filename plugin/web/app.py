@@ -12,6 +12,7 @@ routes answer 202 with the loading body and ``Retry-After: 1`` while analysing.
 
 from __future__ import annotations
 
+import datetime
 import gzip
 import hashlib
 import importlib.metadata
@@ -32,7 +33,7 @@ from werkzeug.security import safe_join
 
 from .. import __version__, runlevel
 from ..discovery import display_name
-from ..errors import BadParameter, Loading, NotFound, NotReady, StepscopeError
+from ..errors import BadParameter, Loading, NotFound, NotReady, StepscopeError, echo
 from ..fs import LOCAL
 from ..runlevel.distributed import DISTRIBUTED
 from ..runlevel.distributed import has_data as distributed_has_data
@@ -253,7 +254,19 @@ def trace_download() -> Response:
                      as_attachment=True, download_name=download_name(name), conditional=False,
                      etag=tag, last_modified=st.mtime_ns / 1e9, max_age=0)
     resp.content_length = st.size
-    return resp.make_conditional(request.environ, accept_ranges=True, complete_length=st.size)
+    resp = resp.make_conditional(request.environ, accept_ranges=True, complete_length=st.size)
+    if resp.status_code == 412 or _modified_since(request.if_unmodified_since, st.mtime_ns):
+        resp.close()  # (werkzeug keeps the file as the body of its 412)
+        raise StepscopeError("precondition failed", f"{name} is not the version the request's "
+                             "If-Match / If-Unmodified-Since names (it changed since): "
+                             "download it again without them.", status=412)
+    return resp
+
+
+def _modified_since(when: datetime.datetime | None, mtime_ns: int) -> bool:
+    """Was the file (modified at ``mtime_ns``) changed after ``when`` (an
+    ``If-Unmodified-Since`` date, to the second; None: no such header)?"""
+    return when is not None and mtime_ns // 1_000_000_000 > int(when.timestamp())
 
 
 def download_name(name: str) -> str:
@@ -274,7 +287,7 @@ def static_file(filename: str) -> Response:
     root = str(frontend_dir())
     path = safe_join(root, filename)
     if path is None or not LOCAL.is_inside(root, path) or not LOCAL.is_regular_file(path):
-        raise NotFound(f"no endpoint or file {filename!r}",
+        raise NotFound(f"no endpoint or file {echo(filename)}",
                        "See api.md for the endpoints; the dashboard is index.html.")
     return file_response(Path(path))
 
