@@ -578,6 +578,25 @@ def test_overflowing_ts_or_dur_drops_the_event(tmp_path, key, value):
     assert "dropped 1 events" in _notes(trace)["dropped_events"]
 
 
+def test_int_args_of_another_type_are_missing(tmp_path):
+    """An id or memory figure that is text, a float, a bool or a list is missing (-1), not
+    converted: a ``[memory]`` event's ``"Total Reserved": []`` made its column 2-D and the
+    trace failed its check (hypothesis found it); ``"7"`` and ``7.9`` were read as 7."""
+    events = [dict(e) for e in GOOD] + [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 120, "dur": 3,
+         "args": {"device": 0, "stream": 7, "correlation": "7", "External id": 7.9}},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1,
+         "ts": 130, "args": {"Total Reserved": [], "Total Allocated": True, "Bytes": 512,
+                             "Addr": [1, 2]}}]
+    trace = read_trace(_write(tmp_path, json.dumps({"traceEvents": events}).encode()))
+    trace.check()
+    kernel = int(np.flatnonzero(trace.kind == Kind.KERNEL)[0])
+    assert trace.correlation[kernel] == -1 and trace.external_id[kernel] == -1
+    memory = {k: v.tolist() for k, v in trace.memory.items() if k != "ts"}
+    assert memory["total_reserved"] == [-1] and memory["total_allocated"] == [-1]
+    assert memory["bytes"] == [512] and memory["addr"] == [-1]
+
+
 def test_integers_beyond_64_bits_are_dropped_with_notes(tmp_path):
     """pid/tid, baseTimeNanoseconds, deviceProperties and distributedInfo integers >= 2**64
     (which no int64 column nor the cache's JSON holds) are ignored, with notes."""

@@ -23,15 +23,21 @@ _US_LIMIT = INT64_MAX // 1000  # µs values beyond this overflow as ns
 def int_column(values: list, missing: int = -1) -> np.ndarray:
     """Python values -> int64 array; anything not an in-range int becomes ``missing``.
 
-    Example: ``[3, None, "x", 2**70] -> [3, -1, -1, -1]``.
+    Example: ``[3, None, "x", 2**70, 1.5, "7", []] -> [3, -1, -1, -1, -1, -1, -1]`` (a
+    ``True`` among ints counts as 1, as numpy converts it).
     """
     try:
-        return np.array([missing if v is None else v for v in values], dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        return np.array(
-            [v if type(v) is int and INT64_MIN <= v <= INT64_MAX else missing for v in values],
-            dtype=np.int64,
-        )
+        # the dtype numpy infers says whether every value is an int in range; ``dtype=int64``
+        # would take ``"5"``, ``1.7`` and ``[]`` too (a list turned the column 2-D)
+        out = np.array([missing if v is None else v for v in values])
+        if out.dtype == np.int64 and out.ndim == 1:
+            return out
+    except (TypeError, ValueError, OverflowError):  # lists of different lengths
+        pass
+    return np.array(
+        [v if type(v) is int and INT64_MIN <= v <= INT64_MAX else missing for v in values],
+        dtype=np.int64,
+    )
 
 
 def float_column(values: list) -> np.ndarray:
