@@ -12,6 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: Characters of a request's value quoted back in an error at most (:func:`echo`).
+ECHO_CHARS = 40
+
+
+def echo(value: object) -> str:
+    """``repr`` of a value from a request, cut to :data:`ECHO_CHARS` characters: an error
+    quotes what it refuses without sending a 100 kB name back."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= ECHO_CHARS:
+        return repr(text) if isinstance(value, str) else text
+    return repr(f"{text[:ECHO_CHARS]}... ({len(text):,} chars)")
+
 
 @dataclass
 class Loading:

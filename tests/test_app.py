@@ -538,10 +538,17 @@ def test_trace_routes(shared_client):
                            ({"start": "5", "end": "5"}, 400), ({"width": "0"}, 400),
                            ({"id": huge}, 400), ({"id": "0" * 5000 + "1"}, 400),
                            ({"width": huge}, 400), ({"start": huge}, 400),
-                           ({"end": "1e999"}, 400)):
+                           ({"end": "1e999"}, 400),
+                           # what float() and int() take but a URL's number is not (fuzzing)
+                           ({"width": "+5"}, 400), ({"width": "1_000"}, 400),
+                           ({"width": "\u0663"}, 400), ({"start": "1_000"}, 400),
+                           ({"start": " 5"}, 400), ({"end": "nan"}, 400),
+                           ({"start": "-5", "end": "2.5e3", "width": "640"}, 200)):
         route = "trace/event" if "id" in params else "trace/timeline"
-        bad = shared_client.get(query(route, run=run, worker="worker0", **params))
-        assert bad.status_code == status and "error" in bad.json, (params, bad.data)
+        resp = shared_client.get(query(route, run=run, worker="worker0", **params))
+        assert resp.status_code == status, (params, resp.data)
+        if status == 400:
+            assert resp.json["error"] and len(resp.json["detail"]) < 300, (params, resp.data)
     # search covers the whole trace, not the window: every ProfilerStep, paged by start
     found = shared_client.get(query("trace/search", run=run, worker="worker0", q="profilerstep",
                                     limit=4)).json
@@ -561,6 +568,22 @@ def test_trace_routes(shared_client):
     original = SHARED / run / "worker0.pt.trace.json.gz"
     assert dl.get_data() == original.read_bytes()
     dl.close()
+
+
+def test_errors_quote_at_most_a_short_piece_of_what_was_asked(client_for, tmp_path):
+    """A 100,000-character run name came back whole in the 404 (fuzzing): errors quote 40
+    characters of a value and say how long it was."""
+    from stepscope.errors import echo
+
+    assert echo("abc") == "'abc'" and echo(7) == "7"
+    assert echo("x" * 100) == repr("x" * 40 + "... (100 chars)")
+    client = client_for(tmp_path)
+    long = "A" * 100_000
+    for route, params in (("overview", {"run": long, "worker": "w"}),
+                          ("nope" + long, {})):
+        resp = client.get(query(route, **params))
+        assert resp.status_code == 404 and len(resp.data) < 400, (route[:10], resp.data[:200])
+        assert "100,000 chars" in resp.json["error"] or "100,004 chars" in resp.json["error"]
 
 
 def test_download_name_is_sanitized():

@@ -27,7 +27,7 @@ from tracebuild import (
 
 from stepscope.analysis import analyze
 from stepscope.analysis import tree as T
-from stepscope.errors import BadParameter
+from stepscope.errors import BadParameter, NotFound
 from stepscope.read.reader import read_trace
 from stepscope.taxonomy import Kind
 from stepscope.views import build_views
@@ -205,7 +205,13 @@ def test_call_stacks_from_args_and_from_python_frames():
         ("model.py(3): f;train.py(9): main", 2), ("model.py(7): g;train.py(9): main", 1)]
     lin = views.get("operation/stack", {"op_name": "aten::linear"})
     assert [r["call_stack"] for r in lin] == ["nn.Module: Linear_0;train.py(9): main"]
-    assert views.get("operation/stack", {"op_name": "aten::relu"}) == []
+    assert views.get("operation/stack", {"op_name": "aten::relu"}) == []  # no stacks
+    for params in ({"op_name": "aten::nope"},  # an operator the span lacks: 404, not []
+                   {"op_name": "aten::mm", "group_by": "OperationAndInputShape",
+                    "input_shape": "[[9]]"}):
+        with pytest.raises(NotFound, match="unknown operator 'aten::") as e:
+            views.get("operation/stack", params)
+        assert "operation/table?group_by=" in e.value.detail
 
 
 def test_stack_rows_by_input_shape():

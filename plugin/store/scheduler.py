@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..discovery import Scanner, Snapshot, shadow_note
-from ..errors import AnalysisBug, Loading, NotFound, StepscopeError
+from ..errors import AnalysisBug, Loading, NotFound, StepscopeError, echo
 from ..fs import filesystem, redact
 from .child import Progress, analyse_file
 from .pool import default_jobs
@@ -332,14 +332,14 @@ class Store:
         self._wait_first_scan()
         workers = self._snapshot.get(run)
         if workers is None:
-            raise NotFound(f"unknown run {run!r}",
+            raise NotFound(f"unknown run {echo(run)}",
                            "GET runs lists the runs under the log directory.")
         return workers
 
     def _worker_of(self, run: str, worker: str) -> dict:
         spans = self._run_of(run).get(worker)
         if spans is None:
-            raise NotFound(f"unknown worker {worker!r} in run {run!r}",
+            raise NotFound(f"unknown worker {echo(worker)} in run {run!r}",
                            f"GET workers?run={run} lists its workers.")
         return spans
 
@@ -349,7 +349,7 @@ class Store:
         if not span:
             return (run, worker, list(spans)[-1])
         if span not in spans:
-            raise NotFound(f"unknown span {span!r} of worker {worker!r} in run {run!r}",
+            raise NotFound(f"unknown span {echo(span)} of worker {worker!r} in run {run!r}",
                            f"GET spans?run={run}&worker={worker} lists its spans; "
                            "leave span out for the latest.")
         return (run, worker, span)

@@ -9,6 +9,7 @@ several levels of detail (:mod:`.lod`), prepares counters (:mod:`.counters`) and
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -16,7 +17,7 @@ import numpy as np
 from ..analysis.links import Links, link
 from ..analysis.steps import host_steps
 from ..analysis.tree import HostTree
-from ..errors import BadParameter
+from ..errors import BadParameter, echo
 from ..model import Trace
 from ..processes import later, second_thread
 from ..taxonomy import Kind
@@ -169,13 +170,24 @@ class Timeline:
         return self.event_index.details(event_id)
 
 
-def _ns(us: float, what: str) -> int:
+#: A time in a query (µs): ASCII digits with an optional minus, point and exponent; not the
+#: ``+``, ``_``, spaces, other scripts' digits, ``nan`` or ``inf`` that ``float()`` takes.
+_TIME_TEXT = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+
+
+def _ns(us: float | str, what: str) -> int:
+    """The time ``us`` (µs: a number, or a query parameter's text) in ns; 400 when it is not
+    one, or is more than 10^15 µs (31 years) from the trace's start."""
     try:
+        if isinstance(us, str) and not _TIME_TEXT.fullmatch(us):
+            raise ValueError
         v = float(us)
     except (TypeError, ValueError):
-        raise BadParameter(f"bad {what}", f"{what} must be a time in µs, got {us!r}.") from None
+        raise BadParameter(f"bad {what}", f"{what} must be a time in µs, got {echo(us)}.") \
+            from None
     if not math.isfinite(v) or abs(v) > 1e15:
-        raise BadParameter(f"bad {what}", f"{what} must be a finite time in µs, got {us!r}.")
+        raise BadParameter(f"bad {what}", f"{what} must be a finite time in µs, got "
+                           f"{echo(us)}.")
     return round(v * 1000)
 
 

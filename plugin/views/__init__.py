@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from .. import runlevel  # module, not names: runlevel imports views.registry
 from ..analysis import Analysis, analyze
-from ..errors import NotFound
+from ..errors import NotFound, echo
 from ..model import Trace
 from ..processes import later, second_thread
 from . import diff, kernel, memory, module, operator, overview, trace
@@ -103,7 +103,7 @@ class ViewSet:
         :class:`~stepscope.errors.NotFound` for a route that is not a view route.
         """
         if route not in ROUTES:
-            raise NotFound(f"unknown view route {route!r}",
+            raise NotFound(f"unknown view route {echo(route)}",
                            f"Use one of: {', '.join(ROUTES)}.")
         _view, r = ROUTES[route]
         return r.answer(self, r.validated(params))

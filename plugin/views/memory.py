@@ -20,7 +20,7 @@ import numpy as np
 from ..analysis import Analysis
 from ..analysis.memory import STAT_COLUMNS, DeviceMemory, downsample
 from ..analysis.operators import GROUP_BY
-from ..errors import BadParameter
+from ..errors import BadParameter, echo
 from ..timeline.build import MAX_WIDTH, _ns
 from .registry import Param, Route, View, int_param
 
@@ -96,7 +96,7 @@ def _device(views, p: Mapping[str, str | None]) -> tuple[dict, str | None]:
     labels = [d["device"] for d in pay["devices"]]
     label = p.get("device") or (labels[0] if labels else None)
     if label is not None and label not in pay["per"]:
-        raise BadParameter(f"unknown device {label[:40]!r}",
+        raise BadParameter(f"unknown device {echo(label)}",
                            f"Use one of: {', '.join(labels)} (see memory/devices)." if labels
                            else "This span has no [memory] events: profile with "
                            "profile_memory=True to see the Memory view.")
@@ -127,13 +127,7 @@ def curve(views, p: Mapping[str, str | None]) -> dict:
                 "steps": pay["steps"], "start_us": 0.0, "end_us": pay["end_us"],
                 "range": [0, pay["end_us"]]}
     dev = {**pay["per"][label], **_arrays(views, label)}
-    try:
-        width = int(p.get("width") or 1000)
-    except ValueError:
-        raise BadParameter("bad width", f"width must be an integer, got {p['width']!r}.") from None
-    if not MIN_WIDTH <= width <= MAX_WIDTH:
-        raise BadParameter("bad width", f"width must be {MIN_WIDTH}..{MAX_WIDTH} pixels, "
-                           f"got {width}.")
+    width = int_param(p, "width", 1000, MIN_WIDTH, MAX_WIDTH)
     s = 0 if p.get("start") is None else _ns(p["start"], "start")
     e = round(pay["end_us"] * 1000) if p.get("end") is None else _ns(p["end"], "end")
     if s >= e:

@@ -20,7 +20,7 @@ from ..analysis.operators import (
     table_mask,
 )
 from ..analysis.tree import HostTree
-from ..errors import BadParameter
+from ..errors import BadParameter, NotFound, echo
 from ..model import Trace
 from ..taxonomy import STEP_NAME
 from ..units import us_list
@@ -221,7 +221,16 @@ def stack_rows(groups: dict[str, OperatorGroups], params: Mapping[str, str | Non
                            "Pass op_name=<operator name> (and input_shape=<shape> when "
                            "group_by=OperationAndInputShape).")
     shape = params.get("input_shape") or "" if group_by == "OperationAndInputShape" else ""
-    return groups[group_by].stacks.get((name, shape), [])
+    group = groups[group_by]
+    rows = group.stacks.get((name, shape))
+    if rows is None and not any(r["name"] == name and r.get("input_shape", "") == shape
+                                for r in group.rows):
+        what = f"{echo(name)} with input shape {echo(shape)}" if shape else echo(name)
+        raise NotFound(f"unknown operator {what}", f"operation/table?group_by={group_by} "
+                       "lists the operators of this span" + (" with their input_shape (leave "
+                       "it out for an empty one)." if group_by == "OperationAndInputShape"
+                       else "."))
+    return rows or []
 
 
 def stack_report_params(views) -> list[dict[str, str]]:

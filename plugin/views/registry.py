@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import BadParameter
+from ..errors import BadParameter, echo
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Param:
         if raw is None:
             return self.choices[0]
         if raw not in self.choices:
-            raise BadParameter(f"unknown {self.name} {raw!r}",
+            raise BadParameter(f"unknown {self.name} {echo(raw)}",
                                f"Use one of: {', '.join(self.choices)}.")
         return raw
 
@@ -59,7 +59,7 @@ def int_param(params: Mapping[str, str | None], key: str, default: int | None, l
     if not (raw.isascii() and raw.isdigit()) or len(raw) > len(str(hi)) \
             or not lo <= int(raw) <= hi:
         raise BadParameter(f"bad {key}", f"{key} must be a whole number in {lo}..{hi}, "
-                           f"got {raw[:40]!r}.")
+                           f"got {echo(raw)}.")
     return int(raw)
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..analysis import Analysis
-from ..errors import BadParameter
+from ..errors import BadParameter, echo
 from ..timeline import Timeline, build_timeline
-from ..timeline.build import MAX_SEARCH_PAGE, SEARCH_PAGE
+from ..timeline.build import MAX_SEARCH_PAGE, MAX_WIDTH, SEARCH_PAGE
 from .registry import Param, Route, View, int_param
 
 
@@ -35,9 +35,8 @@ def event_id_param(params: Mapping[str, str | None]) -> int:
     raw = params.get("id")
     # "²".isdigit() but int() fails; past 4,300 digits int() refuses (and no id is that long)
     if raw is None or not (raw.isascii() and raw.isdigit()) or len(raw) > MAX_ID_DIGITS:
-        shown = raw if raw is None or len(raw) <= 40 else f"{raw[:40]}... ({len(raw)} chars)"
         raise BadParameter("bad id", "Pass id=<event id>: the 6th element of a single-event "
-                           f"block in trace/timeline (got {shown!r}).")
+                           f"block in trace/timeline (got {echo(raw)}).")
     return int(raw)
 
 
@@ -57,7 +56,7 @@ def _search(views, p: Mapping[str, str | None]) -> dict:
 
 
 def _window(views, p: Mapping[str, str | None]) -> dict:
-    return views.timeline.query(p["start"], p["end"], p["width"] or 1000)
+    return views.timeline.query(p["start"], p["end"], int_param(p, "width", 1000, 1, MAX_WIDTH))
 
 
 VIEW = View(
