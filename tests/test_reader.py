@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tracebuild import NO_SHARED
 
 from stepscope.errors import TraceError
 from stepscope.read.columns import us_to_ns
@@ -35,6 +36,7 @@ def _events(doc):
     return doc["traceEvents"] if isinstance(doc, dict) else doc
 
 
+@pytest.mark.skipif(not ALL_FILES, reason=NO_SHARED)
 @pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: p.parent.name + "/" + p.name[:20])
 def test_counts_per_category_equal_plain_json(path):
     trace = read_trace(str(path))
