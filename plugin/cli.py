@@ -81,6 +81,10 @@ def url_host(host: str) -> str:
 COMMANDS = ("serve", "report", "summary")
 
 
+#: The longest pause between scans of the log directory (seconds; a day).
+MAX_RELOAD_INTERVAL_S = 86_400
+
+
 def main(argv: list[str] | None = None) -> int:
     """``stepscope [serve] DIR [options]`` (serve is the default command),
     ``stepscope report PATH -o FILE``, ``stepscope summary PATH [options]``."""
@@ -114,6 +118,9 @@ def serve(argv: list[str]) -> int:
         parser.error(f"log directory {args.logdir!r} does not exist or is not a folder")
     if args.jobs is not None and args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if not 0 <= args.reload_interval <= MAX_RELOAD_INTERVAL_S:  # (nan too)
+        parser.error(f"--reload-interval must be 0..{MAX_RELOAD_INTERVAL_S:,} seconds, got "
+                     f"{args.reload_interval}")
     if not 0 <= args.port <= 65535:
         parser.error("--port must be between 0 and 65535")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
@@ -158,6 +165,11 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"stepscope: cannot listen on {args.host}:{args.port}: {e.strerror or e}. "
               "Is another server using that port? Pick another with --port (0: any free "
               "port).", file=sys.stderr)
+        return 1
+    except ValueError:  # waitress: a host name that does not resolve
+        print(f"stepscope: cannot listen on {args.host!r}: not an address or host name of "
+              "this machine (--host 127.0.0.1: this machine only; 0.0.0.0: every "
+              "interface).", file=sys.stderr)
         return 1
     port = getattr(server, "effective_port", None) or server.effective_listen[0][1]
     if not is_loopback(args.host):

@@ -100,6 +100,20 @@ def test_busy_port_exits_1(tmp_path, subprocess_env):
     assert "Serving" not in proc.stdout
 
 
+@pytest.mark.parametrize("args,code,says", [
+    (["--reload-interval", "nan"], 2, "--reload-interval must be 0..86,400 seconds"),
+    (["--reload-interval", "inf"], 2, "--reload-interval must be 0..86,400 seconds"),
+    (["--reload-interval", "-1"], 2, "--reload-interval must be 0..86,400 seconds"),
+    (["--host", "bad host!"], 1, "cannot listen on 'bad host!'"),
+])
+def test_bad_options_say_why_without_a_traceback(tmp_path, subprocess_env, args, code, says):
+    """``nan`` spun the scan loop at full CPU and ``inf`` killed it, the server hanging;
+    a host name that does not resolve printed waitress' traceback (fuzzing the CLI)."""
+    proc = run(subprocess_env, str(tmp_path), "--port", "0", *args)
+    assert proc.returncode == code and says in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "Serving" not in proc.stdout
+
+
 def test_all_interfaces_warns(tmp_path, subprocess_env):
     proc = start(subprocess_env, str(tmp_path), "--host", "0.0.0.0", "--port", "0")
     line = first_line(proc)
