@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import os
 import re
 import time
 import urllib.parse
@@ -137,6 +138,25 @@ def test_command_writes_the_file_and_fails_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("stepscope report: ")
     assert not (tmp_path / "b.html").exists()
+
+
+def test_report_leaves_no_file_it_was_not_asked_for(tmp_path, capsys):
+    """Writing into a folder's name failed but left a 2 MB ``out.tmp``; a user's own
+    ``r.html.tmp`` was overwritten; a folder whose name is not UTF-8 gave a traceback
+    (fuzzing the CLI)."""
+    logs = tmp_path / os.fsdecode(b"caf\xe9")
+    write_trace(logs / "run" / "w.pt.trace.json", repeated_trace(1))
+    (tmp_path / "out").mkdir()
+    mine = tmp_path / "r.html.tmp"
+    mine.write_text("mine")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["report", str(logs), "-o", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err.startswith("stepscope report: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert main(["report", str(logs), "-o", str(tmp_path / "r.html")]) == 0
+    assert mine.read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before + ["r.html"])
+    assert "caf\ufffd" in (tmp_path / "r.html").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from tracebuild import NO_SHARED, build, device, kernel, op, step
@@ -218,3 +219,34 @@ def test_text_tables_print_names_as_they_are():
     text = buf.getvalue()
     for n in names + ["Ops [/]"]:
         assert n in text
+
+
+def test_names_cannot_drive_html_or_the_terminal():
+    """A trace's names are untrusted: Markdown shows ``<img onerror=...>`` as text, and an
+    escape sequence in a name reaches no terminal (it cleared the screen and set the
+    window's title); csv keeps the names exactly."""
+    from stepscope.share.render import write_csv, write_markdown, write_text
+    from stepscope.share.summary import Section
+
+    evil = ["<img src=x onerror=alert(1)>", "\x1b[2J\x1b]0;PWNED\x07", "a|b\nc"]
+    s = Section("ops", "Ops <svg onload=alert(2)>", [("Name", "text"), ("Calls", "count")],
+                [[n, 1] for n in evil])
+    md, text, csv_ = io.StringIO(), io.StringIO(), io.StringIO()
+    write_markdown("run <script>x</script>", [s], md)
+    write_text("run \x1b[31m", [s], text, width=120)
+    write_csv("run", [s], csv_)
+    for out in (md.getvalue(), text.getvalue()):
+        assert "\x1b" not in out and "\x07" not in out
+    assert "<" not in md.getvalue() and "&lt;img src=x onerror=alert(1)&gt;" in md.getvalue()
+    assert "a\\|b c" in md.getvalue()
+    assert "\x1b[2J" in csv_.getvalue()
+
+
+def test_summary_into_a_closed_pipe_ends_quietly(tmp_path, subprocess_env):
+    """``stepscope summary ... | head -c 10`` printed a BrokenPipeError traceback."""
+    trace = next((Path(__file__).resolve().parent.parent / "samples" / "logs" /
+                  "cpu_ddp_2_workers").glob("worker0.*.json.gz"))
+    proc = subprocess.run(f"{sys.executable} -m stepscope summary {trace} --format json "
+                          "--limit 0 | head -c 10", shell=True, capture_output=True, text=True,
+                          env=subprocess_env, timeout=300)
+    assert len(proc.stdout) == 10 and "Traceback" not in proc.stderr, proc.stderr[-2000:]

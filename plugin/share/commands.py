@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
 import sys
 from collections.abc import Iterator
@@ -107,7 +108,6 @@ def summary_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.limit < 0:
         parser.error("--limit must be 0 (all rows) or more")
-    from . import render
     from .load import analyse, spans_of
     from .summary import summary_sections
 
@@ -127,22 +127,34 @@ def summary_main(argv: list[str]) -> int:
         return _fail("summary", str(e), 2)
     except (StepscopeError, OSError) as e:
         return _fail("summary", _one_line(e), 1)
-    out = sys.stdout
-    if args.format == "json":
+    try:
+        _write_summary(done, args.format, sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:  # ``| head``: the reader has what it wanted
+        # (Python would report the failed flush of the closed pipe again at exit)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return 0
+
+
+def _write_summary(done: list, fmt: str, out) -> None:
+    """Write the summaries of the spans in ``done`` to ``out`` in format ``fmt``."""
+    from . import render
+
+    if fmt == "json":
         render.write_json(done, out)
-        return 0
+        return
     for i, (who, sections) in enumerate(done):
         heading = f"{who['run']} / {who['worker']} / {who['span']}"
-        if args.format == "csv":
+        if fmt == "csv":
             render.write_csv(heading, sections, out)
-        elif args.format == "markdown":
+        elif fmt == "markdown":
             render.write_markdown(heading, sections, out)
         else:
             width = shutil.get_terminal_size((200, 40)).columns if out.isatty() else 200
             render.write_text(heading, sections, out, width)
         if i < len(done) - 1:
             out.write("\n")
-    return 0
 
 
 def _one_line(e: Exception) -> str:

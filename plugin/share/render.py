@@ -8,8 +8,10 @@ Text and Markdown format values for people (``1.234ms`` like torch's table, ``12
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
+import re
 from typing import TextIO
 
 from .summary import Section
@@ -72,11 +74,11 @@ def write_text(heading: str, sections: list[Section], out: TextIO, width: int) -
     from rich.text import Text  # plain text: a "[memory]" name is not rich markup
 
     console = Console(file=out, width=width, highlight=False, soft_wrap=False)
-    console.print(heading, style="bold", markup=False)
+    console.print(_plain(heading), style="bold", markup=False)
     for s in sections:
-        t = Table(title=Text(s.title), title_justify="left", caption=_footer(s) or None,
+        t = Table(title=Text(_plain(s.title)), title_justify="left", caption=_footer(s) or None,
                   caption_justify="left", show_lines=False)
-        cells = [[cell(v, u) for v, (_n, u) in zip(r, s.columns)] for r in s.rows]
+        cells = [[_plain(cell(v, u)) for v, (_n, u) in zip(r, s.columns)] for r in s.rows]
         for i, (name, unit) in enumerate(s.columns):
             if unit == "text":  # long kernel names: cut (csv / json keep them whole)
                 t.add_column(Text(name), overflow="ellipsis", no_wrap=True, max_width=60)
@@ -98,9 +100,9 @@ def _human_name(name: str) -> str:
 
 
 def write_markdown(heading: str, sections: list[Section], out: TextIO) -> None:
-    out.write(f"# {heading}\n")
+    out.write(f"# {_md(heading)}\n")
     for s in sections:
-        out.write(f"\n## {s.title}\n\n")
+        out.write(f"\n## {_md(s.title)}\n\n")
         out.write("| " + " | ".join(_md(_human_name(n)) for n, _u in s.columns) + " |\n")
         out.write("|" + "|".join("---:" if u != "text" else "---" for _n, u in s.columns)
                   + "|\n")
@@ -112,7 +114,20 @@ def write_markdown(heading: str, sections: list[Section], out: TextIO) -> None:
 
 
 def _md(text: str) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """``text`` as Markdown shows it, never as HTML: names from a trace are untrusted (an
+    operator named ``<img src=x onerror=...>`` ran in a Markdown viewer)."""
+    text = html.escape(_plain(str(text).replace("\n", " ")), quote=False)
+    return text.replace("\\", "\\\\").replace("|", "\\|")
+
+
+#: Control characters (C0 but tab, DEL, C1): in a name from a trace, an escape sequence
+#: would drive the terminal the text summary is printed on (clear it, set its title, ...).
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def _plain(text: str) -> str:
+    """``text`` with its control characters shown as U+FFFD, for a terminal or Markdown."""
+    return _CONTROL.sub("\ufffd", text)
 
 
 def write_csv(heading: str, sections: list[Section], out: TextIO) -> None:

@@ -22,14 +22,17 @@ Embedded data::
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import itertools
 import os
+import secrets
 from dataclasses import dataclass
 
 import orjson
 
 from .. import __version__
+from ..discovery import display_name
 from ..errors import StepscopeError
 from ..views import ROUTES, VIEWS, Route, ViewSet
 from . import bundle
@@ -126,7 +129,7 @@ def _default(obj):
 def write_report(path: str, out: str, progress: Progress = None) -> ReportInfo:
     """Analyse every span under ``path`` and write the report to ``out``."""
     spans = spans_of(path)
-    source = os.path.basename(os.path.abspath(path))
+    source = display_name(os.path.basename(os.path.abspath(path)))
     data = report_data(spans, source, progress)
     blob = orjson.dumps(data, default=_default,
                         option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
@@ -135,8 +138,24 @@ def write_report(path: str, out: str, progress: Progress = None) -> ReportInfo:
             f"{'s' if len(spans) != 1 else ''}), made {when}. "
             + " ".join(data["notes"]))
     text = bundle.page(blob, title=f"{source} — Stepscope report", note=note.strip())
-    tmp = f"{out}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, out)
+    _write_whole(out, text)
     return ReportInfo(out, os.path.getsize(out), len(spans), data["notes"])
+
+
+def _write_whole(out: str, text: str) -> None:
+    """Write ``text`` to the file ``out`` so that it appears whole or not at all: a new
+    temporary file beside it (a name no file has), renamed over it; removed when anything
+    fails (a folder named ``out``, a full disk), so nothing the user did not name is left
+    behind or overwritten."""
+    tmp = os.path.join(os.path.dirname(os.path.abspath(out)),
+                       f".{os.path.basename(out)}.{secrets.token_hex(6)}.tmp")
+    try:
+        # (mode 0o666 less the umask, as open() makes a file)
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w",
+                  encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
