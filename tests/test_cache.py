@@ -30,6 +30,19 @@ def test_hit_returns_what_was_stored(tmp_path, trace_file):
     assert hit.names() == ["start"]
 
 
+def test_a_trace_whose_path_is_not_utf8_is_cached(tmp_path):
+    """The manifest names the source file: a folder named in Latin-1 made the put fail
+    (orjson refuses the path's escaped bytes), so its trace failed to analyse (fuzzing)."""
+    folder = os.path.join(os.fsencode(tmp_path), b"caf\xe9")
+    os.makedirs(folder)
+    path = os.fsdecode(os.path.join(folder, b"w.pt.trace.json"))
+    with open(path, "w") as f:
+        f.write('{"traceEvents": []}')
+    cache = DiskCache(str(tmp_path / "c"))
+    cache.put(path, {"a": 1}, {"start": np.arange(5, dtype=np.int64)})
+    assert cache.get(path).meta == {"a": 1}
+
+
 ROUND_TRIP = {
     "small ints": np.array([-1, 7, 3], dtype=np.int64),  # int8 on disk
     "ns": np.array([0, 9_681_406_000], dtype=np.int64),  # beyond int32: stays int64

@@ -47,6 +47,7 @@ except ImportError:  # a platform without an isal wheel
     from zlib import crc32  # type: ignore[assignment]
 
 from .. import __version__
+from ..discovery import display_name
 from ..fs import filesystem_of
 
 FORMAT = 4  # 2: the timeline is an entry of its own; 3: steps carry host spans, advice shares;
@@ -572,7 +573,7 @@ class DiskCache:
                 files[SMALL_FILE] = packed.pop(None)
             with open(os.path.join(tmp, "manifest.json"), "wb") as f:
                 f.write(orjson.dumps({"files": files, "packed": packed,
-                                      "source": os.path.realpath(path),
+                                      "source": display_name(os.path.realpath(path)),
                                       "version": __version__, "created": time.time()}))
             self._place(tmp, final, path, key)
         except BaseException:
