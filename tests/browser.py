@@ -220,6 +220,15 @@ def screenshot(page, name: str) -> Path:
     return path
 
 
+def download_chart_png(page, chart: str) -> tuple[str, bytes]:
+    """Click the ``chart``'s "Download plot as a PNG" button: the file's name and bytes."""
+    page.hover(chart)
+    button = page.locator(f"{chart} .modebar-btn[data-title='Download plot as a PNG']")
+    with page.expect_download(timeout=30_000) as download:
+        button.click(force=True)
+    return download.value.suggested_filename, Path(download.value.path()).read_bytes()
+
+
 def launch(playwright):
     """Debian's Chromium, headless."""
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)

@@ -15,6 +15,7 @@ import pytest
 from browser import (
     KINETO,
     XSS,
+    download_chart_png,
     have_chromium,
     open_page,
     query,
@@ -67,6 +68,8 @@ def test_overview_step_chart_recommendation_offline(browser, kineto_url):
     assert q["span"], "the span is always written explicitly"
     assert page.evaluate("() => location.pathname") == "/data/plugin/stepscope/index.html"
     shot(page, "overview")
+    name, data = download_chart_png(page, "#step-chart")  # the chart's one tool, under our CSP
+    assert name == "stepscope-step-chart.png" and data[:8] == b"\x89PNG\r\n\x1a\n"
     watch.assert_clean()
     assert any("vendor/plotly.min.js" in r for r in watch.requests)
     context.close()

@@ -27,7 +27,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from browser import FRONTEND, KINETO, XSS, have_chromium, open_page, output_dir, screenshot
+from browser import (FRONTEND, KINETO, XSS, download_chart_png, have_chromium, open_page, output_dir,
+                     screenshot)
 from tracebuild import NO_SHARED, SHARED, have_shared, kernel, op, runtime, step
 
 from stepscope.cli import main
@@ -301,6 +302,22 @@ def test_hostile_names_stay_text(browser, tmp_path):
     option = page.locator("#run option").first      # long names shortened, full on hover
     assert option.get_attribute("value") == run and option.get_attribute("title") == run
     assert page.locator("#view tbody tr").first.locator("td").first.inner_text().strip() == XSS
+    watch.assert_clean()
+    ctx.close()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not have_chromium(), reason="needs /usr/bin/chromium")
+def test_chart_png_button_downloads_an_image(browser, small_report):
+    """Plotly draws the image from a blob: URL: the policy allows it (it did not, and the
+    button did nothing but log a CSP error)."""
+    assert "blob:" in policy(small_report.read_text())["img-src"]
+    ctx, page, watch = open_page(browser, "file:///")
+    page.goto(f"{small_report.as_uri()}?view=Overview")
+    page.wait_for_selector("#step-chart .main-svg", timeout=READY_MS)
+    name, data = download_chart_png(page, "#step-chart")
+    assert name == "stepscope-step-chart.png"
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5_000
     watch.assert_clean()
     ctx.close()
 

@@ -46,7 +46,7 @@ export async function plot(node, data, layout) {
   const Plotly = await loadPlotly();
   await Plotly.react(node, data, { font: FONT, paper_bgcolor: "rgba(0,0,0,0)",
     plot_bgcolor: "rgba(0,0,0,0)", hoverlabel: { font: { ...FONT, color: "#fff" }, bgcolor: "#1f2933", align: "left" },
-    ...layout }, CONFIG);
+    ...layout }, { ...CONFIG, toImageButtonOptions: { filename: `stepscope-${node.id || "chart"}` } });
   plotted.add(node);
   return node;
 }

@@ -43,7 +43,7 @@ _SPEC = re.compile(r"""(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(["'`])(\.{1,2}/[
 _UNSAFE_SCRIPT = re.compile(r"</script|<!--|<script", re.IGNORECASE)
 #: The policy; ``{nonce}``: the report's nonce (the boot script's ``nonce`` attribute).
 CSP = ("default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; "
-       "img-src data:; font-src data:; connect-src 'none'")
+       "img-src data: blob:; font-src data:; connect-src 'none'")
 
 
 class BundleError(RuntimeError):
