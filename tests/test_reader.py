@@ -6,11 +6,13 @@ import gzip
 import json
 import os
 import random
+import re
 import time
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 from tracebuild import NO_SHARED
@@ -164,6 +166,69 @@ def test_us_to_ns_random_texts_match_decimal():
     assert [(int(v) if o else 0, bool(o)) for v, o in zip(ns, ok)] == \
         [_decimal_ns(t) for t in texts]
     assert ok.sum() > 15_000  # mostly numbers: the vectorised path is exercised
+
+
+#: ts values as JSON text: what a piece of a 2024-format trace holds when it is decoded with
+#: its timestamps kept as text (msgspec.Raw), odd values among them
+RAW_TIMES = ["1712195495519689.047", "135.162", "12", "-1.5", "1e3", "1.5E-3", "0.0015",
+             '"12.5"', '"\\u0031"', '"１２"', '"abc"', "null", "true", "false", "[1,2]",
+             '{"a":1}', str(2**70), "9223372036854775.808", "-0", "5"]
+
+
+@pytest.mark.parametrize("texts", [RAW_TIMES, RAW_TIMES[:3], RAW_TIMES[2:], ["[1]"] + RAW_TIMES])
+@pytest.mark.parametrize("absent", [None, 1])
+def test_us_to_ns_of_json_text_equals_that_of_the_decoded_values(texts, absent):
+    """Timestamps kept as their JSON text convert exactly as the values the reader decoded
+    before (ints, floats as text, strings, others invalid), an absent one (None) included."""
+    raws = [msgspec.Raw(t.encode()) for t in texts]
+    values = [msgspec.json.Decoder(float_hook=str).decode(t) for t in texts]
+    if absent is not None:
+        raws.insert(absent, None)
+        values.insert(absent, None)
+    got, want = us_to_ns(raws), us_to_ns(values)
+    assert got[1].tolist() == want[1].tolist() and (got[0] == want[0]).all()
+    assert got[1].sum() >= (8 if texts is RAW_TIMES else 1)
+
+
+def test_kineto_json_text_is_parsed_without_decimal(monkeypatch):
+    from stepscope.read import columns
+
+    def no_decimal(text):
+        raise AssertionError(f"{text!r} went through Decimal")
+    monkeypatch.setattr(columns, "_decimal_us_to_ns", no_decimal)
+    texts = ["1712195495519689.047", "135.162", "1.28", "5", "-5.5", "-0", "12.5"]
+    ns, ok = us_to_ns([msgspec.Raw(t.encode()) for t in texts])
+    assert ok.all() and ns.tolist() == [_decimal_ns(t)[0] for t in texts]
+
+
+def test_pieces_with_fractional_timestamps_keep_them_as_text(tmp_path, monkeypatch):
+    """A piece whose first timestamps have fractions is decoded with ts and dur as text
+    (2024 formats, issue 19); a trace reads the same either way, odd values included."""
+    from stepscope.read import decode
+    from stepscope.read.decode import TextTimes, decode_chunk
+    assert type(decode_chunk(b'[{"ph": "X", "ts": 1.5, "dur": 2}]')[0]) is TextTimes
+    assert type(decode_chunk(b'[{"ph": "X", "ts": 15, "dur": 2.5}]')[0]) is not TextTimes
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1,
+               "ts": t, "dur": 1.25} for i, t in enumerate(
+                   ["<1712195495519689.047>", 1712195495519690, "1712195495519691.5", None, True,
+                    [1], "<1712195495519692.0005>", "<1.712195495519693e15>"])]
+    events.append({"ph": "X", "cat": "cpu_op", "name": "no ts", "pid": 1, "tid": 1, "dur": 1})
+    events.append({"ph": "X", "cat": "cpu_op", "name": "dur", "pid": 1, "tid": 1,
+                   "ts": "<1712195495519694.25>", "dur": "2.5"})
+    events += [5, [1, 2], "x"]  # entries that are not events: counted
+    path = tmp_path / "w.pt.trace.json"  # "<x>": the number x as written (no float64)
+    path.write_text(re.sub(r'"<([^>]*)>"', r"\1", json.dumps({"traceEvents": events})))
+
+    def read(pattern: bytes):
+        monkeypatch.setattr(decode, "_FRACTION_TS", re.compile(pattern))
+        trace = read_trace(str(path))
+        return (trace.origin_ns, {k: str(v.tolist()) for k, v in trace.events.items()},
+                [n.text for n in trace.notes])
+    as_text, as_values = read(rb"."), read(rb"(?!)")
+    assert as_text == as_values
+    assert as_text[0] == 1712195495519689047 and as_text[1]["start"] == "[0, 953, 2453, 2953, 3953, 5203]"
+    assert as_text[1]["dur"].endswith(", 2500]") and "dropped 4 events" in " ".join(as_text[2])
+    assert "ignored 3 entries" in " ".join(as_text[2])
 
 
 def test_links_and_metadata():

@@ -88,7 +88,7 @@ class ColumnBuilder:
         try:
             phases = [e.ph for e in events]
         except AttributeError:  # entries that are not objects (a number, a list): counted
-            kept = [e for e in events if type(e) is Event]
+            kept = [e for e in events if isinstance(e, Event)]
             self.non_events += len(events) - len(kept)
             events = kept
             phases = [e.ph for e in events]

@@ -14,10 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from decimal import Decimal
 
+import msgspec
 import numpy as np
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _US_LIMIT = INT64_MAX // 1000  # µs values beyond this overflow as ns
+_RAW = msgspec.Raw
+#: JSON text -> the value the event decoders give (floats as their text)
+_VALUE = msgspec.json.Decoder(float_hook=str)
 
 
 def int_column(values: list, missing: int = -1) -> np.ndarray:
@@ -62,7 +66,9 @@ def us_to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
     non-numeric, out of int64 range, bools) get ``valid=False`` and ns 0.
     """
     n = len(values)
-    if n and type(values[0]) is str:  # 2024 formats: decimal text (others checked there)
+    if n and type(values[0]) is _RAW:  # 2024 formats: the JSON text (msgspec.Raw)
+        return _raw_us_to_ns(values)
+    if n and type(values[0]) is str:  # decimal text (others checked there)
         return _text_us_to_ns(values)
     types = set(map(type, values))  # one C-speed pass
     if types <= {int}:  # traces up to early 2024: every value an int
@@ -96,7 +102,21 @@ _DOT, _MINUS, _ZERO, _COMMA = ord("."), ord("-"), ord("0"), ord(",")
 _TEN = np.uint64(10)
 
 
-def _text_us_to_ns(texts: list) -> tuple[np.ndarray, np.ndarray]:
+def _raw_us_to_ns(raws: list) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`us_to_ns` of values kept as their JSON text (:class:`msgspec.Raw`, or None
+    when absent). Numbers are parsed from the text joined as it is; anything else (absent,
+    a string, a list) is decoded as JSON first and converted as before."""
+    try:
+        joined = np.frombuffer(b",".join(raws) + b",", dtype=np.uint8)
+    except TypeError:  # an absent value
+        joined = None
+    if joined is None or np.count_nonzero(joined == _COMMA) != len(raws):  # a list
+        return us_to_ns([v if v is None else _VALUE.decode(v) for v in raws])
+    return _text_us_to_ns(raws, joined)
+
+
+def _text_us_to_ns(texts: list, joined: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """Decimal texts of µs -> (ns, valid), exactly (no float round trip). Other values
     among them are fine too: ints are exact as text; None, bools and lists are invalid.
 
@@ -112,14 +132,15 @@ def _text_us_to_ns(texts: list) -> tuple[np.ndarray, np.ndarray]:
     n = len(texts)
     ns = np.zeros(n, dtype=np.int64)
     valid = np.zeros(n, dtype=bool)
-    for sub, rows in _by_length(texts):
+    for sub, rows in _by_length(texts, joined):
         _parse_group(sub, rows, ns, valid)
     for i in np.flatnonzero(~valid).tolist():
         ns[i], valid[i] = _decimal_us_to_ns(texts[i])
     return ns, valid
 
 
-def _by_length(texts: list) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _by_length(texts: list, joined: np.ndarray | None = None
+               ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """The texts of each length from 1 to ``_WIDTH`` as ``(bytes matrix, one row a
     text; their positions)``. Texts that are not strings, not ASCII or longer are in no
     group (left to Decimal). All-ASCII string texts are joined with commas and cut at them
@@ -127,7 +148,8 @@ def _by_length(texts: list) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     2024, issue 19); texts all of one length (epoch timestamps) are one matrix as they lie."""
     n = len(texts)
     try:
-        joined = np.frombuffer((",".join(texts) + ",").encode("ascii"), dtype=np.uint8)
+        if joined is None:
+            joined = np.frombuffer((",".join(texts) + ",").encode("ascii"), dtype=np.uint8)
     except (TypeError, UnicodeEncodeError):  # not all strings, or not ASCII
         joined = None
     if joined is not None:
@@ -205,7 +227,10 @@ def _parse_group(sub: np.ndarray, rows: np.ndarray, ns: np.ndarray, valid: np.nd
 
 
 def _decimal_us_to_ns(text: object) -> tuple[int, bool]:
-    """One decimal text (or int) of µs -> (ns, valid) through :class:`decimal.Decimal`."""
+    """One decimal text (or int, or JSON text) of µs -> (ns, valid) through
+    :class:`decimal.Decimal`."""
+    if type(text) is _RAW:
+        text = _VALUE.decode(text)
     if type(text) is int:
         return (text * 1000, True) if abs(text) <= _US_LIMIT else (0, False)
     if type(text) is not str:

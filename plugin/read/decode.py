@@ -94,8 +94,26 @@ class Event(msgspec.Struct, gc=False):
     id: Any = None  # flow id (legacy ``cpu_to_cuda`` flows link an op to its kernels)
 
 
+class TextTimes(Event, gc=False):
+    """An :class:`Event` whose ``ts`` and ``dur`` are kept as their JSON text, unparsed
+    (:class:`msgspec.Raw`; None when absent): for pieces whose timestamps have fractions
+    (2024 formats), which :func:`~.columns.us_to_ns` parses from the text in one vectorised
+    pass. Decoding them as text through ``float_hook=str`` called Python twice per event
+    (issue 19, 2024 x50: decode 15 % faster so)."""
+
+    ts: msgspec.Raw = None
+    dur: msgspec.Raw = None
+
+
 #: An entry of ``traceEvents``: an event, or any other JSON value (ignored and counted).
 Entry = Union[Event, NotAnObject]
+#: The same, for pieces with fractional timestamps.
+TextTimesEntry = Union[TextTimes, NotAnObject]
+#: A ``ts`` with a fraction (``"ts": 1712195495519689.047``): the piece is decoded as
+#: :data:`TextTimesEntry`.
+_FRACTION_TS = re.compile(rb'"ts"\s*:\s*-?\d+\.')
+#: How far into a piece :data:`_FRACTION_TS` is looked for (bytes).
+_SNIFF_BYTES = 4096
 
 
 class TraceObject(msgspec.Struct):
@@ -118,6 +136,7 @@ class TraceObject(msgspec.Struct):
 
 _OBJ = msgspec.json.Decoder(TraceObject, float_hook=str)
 _LIST = msgspec.json.Decoder(list[Entry], float_hook=str)
+_LIST_TEXT_TIMES = msgspec.json.Decoder(list[TextTimesEntry], float_hook=str)
 _ANY = msgspec.json.Decoder(float_hook=str)
 _ONE = msgspec.json.Decoder(Event, float_hook=str)
 
@@ -286,9 +305,11 @@ def cut_piece(chunk, lo: int, past: int = 0) -> tuple[Any, int]:
 
 def decode_chunk(chunk) -> Optional[list[Event]]:
     """Events of a chunk from :class:`Split` (its bytes, or any buffer holding them), or
-    None when its cut was not a boundary."""
+    None when its cut was not a boundary. Where its first events' timestamps have fractions,
+    they are :class:`TextTimes`."""
+    decoder = _LIST_TEXT_TIMES if _FRACTION_TS.search(memoryview(chunk)[:_SNIFF_BYTES]) else _LIST
     try:
-        return _LIST.decode(chunk)
+        return decoder.decode(chunk)
     except (msgspec.DecodeError, UnicodeDecodeError):
         return None
 
