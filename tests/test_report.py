@@ -21,14 +21,23 @@ import gzip
 import json
 import os
 import re
+import threading
 import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
-from browser import (FRONTEND, KINETO, XSS, download_chart_png, have_chromium, open_page, output_dir,
-                     screenshot)
+from browser import (
+    FRONTEND,
+    KINETO,
+    XSS,
+    download_chart_png,
+    have_chromium,
+    open_page,
+    output_dir,
+    screenshot,
+)
 from tracebuild import NO_SHARED, SHARED, have_shared, kernel, op, runtime, step
 
 from stepscope.cli import main
@@ -159,6 +168,31 @@ def test_report_leaves_no_file_it_was_not_asked_for(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before + ["r.html"])
     assert "caf\ufffd" in (tmp_path / "r.html").read_text(encoding="utf-8")
 
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs symbolic links and FIFOs (POSIX)")
+def test_report_writes_through_a_link_and_into_a_pipe(tmp_path, capsys):
+    """``-o`` naming a symbolic link writes its target (the rename replaced the link with a
+    file); naming a pipe or a device (``/dev/stdout``) writes into it (the rename replaced
+    it: as root, ``-o /dev/null`` put the report in place of the device)."""
+    write_trace(tmp_path / "logs" / "run" / "w.pt.trace.json", repeated_trace(1))
+    (tmp_path / "site").mkdir()
+    target = tmp_path / "site" / "r.html"
+    target.write_text("old")
+    link = tmp_path / "r.html"
+    link.symlink_to(target)
+    assert main(["report", str(tmp_path / "logs"), "-o", str(link)]) == 0
+    assert link.is_symlink() and embedded(target.read_text())["runs"]["runs"] == ["run"]
+    assert sorted(p.name for p in (tmp_path / "site").iterdir()) == ["r.html"]
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    assert main(["report", str(tmp_path / "logs"), "-o", str(fifo)]) == 0
+    reader.join(timeout=60)
+    assert fifo.is_fifo() and embedded(got[0].decode())["data"] == embedded(target.read_text())["data"]
+    assert f"Wrote {fifo} ({len(got[0]):,} bytes" in capsys.readouterr().out
 
 @pytest.fixture(scope="module")
 def small_report(tmp_path_factory) -> Path:

@@ -138,17 +138,23 @@ def write_report(path: str, out: str, progress: Progress = None) -> ReportInfo:
             f"{'s' if len(spans) != 1 else ''}), made {when}. "
             + " ".join(data["notes"]))
     text = bundle.page(blob, title=f"{source} — Stepscope report", note=note.strip())
-    _write_whole(out, text)
-    return ReportInfo(out, os.path.getsize(out), len(spans), data["notes"])
+    return ReportInfo(out, _write_whole(out, text), len(spans), data["notes"])
 
 
-def _write_whole(out: str, text: str) -> None:
+def _write_whole(out: str, text: str) -> int:
     """Write ``text`` to the file ``out`` so that it appears whole or not at all: a new
     temporary file beside it (a name no file has), renamed over it; removed when anything
     fails (a folder named ``out``, a full disk), so nothing the user did not name is left
-    behind or overwritten."""
-    tmp = os.path.join(os.path.dirname(os.path.abspath(out)),
-                       f".{os.path.basename(out)}.{secrets.token_hex(6)}.tmp")
+    behind or overwritten. A symbolic link's target is written (the link stays a link); a
+    device or a pipe (``/dev/stdout``) is written into, not replaced (as root, the rename
+    replaced ``/dev/null`` with the report). Returns the bytes written."""
+    out = os.path.realpath(out)
+    if os.path.exists(out) and not os.path.isfile(out) and not os.path.isdir(out):
+        data = text.encode("utf-8")
+        with open(out, "wb") as f:
+            f.write(data)
+        return len(data)
+    tmp = os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.{secrets.token_hex(6)}.tmp")
     try:
         # (mode 0o666 less the umask, as open() makes a file)
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w",
@@ -159,3 +165,4 @@ def _write_whole(out: str, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    return os.path.getsize(out)
