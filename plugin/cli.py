@@ -93,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         from .share import commands
 
         run = commands.report_main if argv[0] == "report" else commands.summary_main
-        return run(argv[1:])
+        try:
+            return run(argv[1:])
+        except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback (nothing half-written)
+            print(f"stepscope {argv[0]}: interrupted", file=sys.stderr)
+            return 130
     if argv and argv[0] == "serve":
         argv = argv[1:]
     return serve(argv)

@@ -250,3 +250,19 @@ def test_summary_into_a_closed_pipe_ends_quietly(tmp_path, subprocess_env):
                           "--limit 0 | head -c 10", shell=True, capture_output=True, text=True,
                           env=subprocess_env, timeout=300)
     assert len(proc.stdout) == 10 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("cmd, where", [("summary", "stepscope.share.load.analyse"),
+                                        ("report", "stepscope.share.report.write_report")])
+def test_ctrl_c_ends_in_one_line(tmp_path, capsys, monkeypatch, cmd, where):
+    """Ctrl-C while a trace is analysed printed a KeyboardInterrupt traceback."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(where, interrupted)
+    trace = tmp_path / "w.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": [op("aten::mm", 0, 10)]}))
+    out = ["-o", str(tmp_path / "r.html")] if cmd == "report" else []
+    assert main([cmd, str(trace), *out]) == 130
+    cap = capsys.readouterr()
+    assert cap.err == f"stepscope {cmd}: interrupted\n" and not cap.out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.pt.trace.json"]
