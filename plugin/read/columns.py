@@ -3,8 +3,9 @@
 Kineto writes ``ts``/``dur`` in microseconds as integers (to early 2024), as epoch µs with a
 3-digit ns fraction (``1712195495519689.047``), or relative to ``baseTimeNanoseconds`` with 3
 decimals. A float64 resolves only 0.25 µs at epoch scale, so the reader decodes floats as their
-decimal *text* (msgspec ``float_hook=str``) and this module turns that text into exact integer
-nanoseconds, vectorised with numpy string functions.
+decimal *text* (msgspec ``float_hook=str``; ``ts`` and ``dur`` of such pieces as their JSON
+text, :class:`msgspec.Raw`) and this module turns that text into exact integer nanoseconds,
+vectorised with numpy.
 
 Example: ``["1712195495519689.047", 12, "135.162"] -> [1712195495519689047, 12000, 135162]``.
 """

@@ -1,7 +1,8 @@
 """JSON bytes -> msgspec event structs, in bounded chunks, repairing damage (SPEC §1.3-1.4).
 
 Only the keys the model needs are decoded (unknown keys are skipped in C). Floats are decoded
-as their text (``float_hook=str``) so timestamps stay exact (see :mod:`stepscope.read.columns`).
+as their text (``float_hook=str``) so timestamps stay exact (see :mod:`stepscope.read.columns`);
+in pieces whose timestamps have fractions, ``ts`` and ``dur`` stay JSON text (:class:`TextTimes`).
 
 Big files are never decoded in one piece: :class:`Split` cuts the ``traceEvents`` array at
 event boundaries (``}`` ``,`` ``{`` between two top-level events) into chunks that decode
