@@ -160,12 +160,13 @@ def test_flame_host_self_and_device(views):
     fl = views.get("module/flame", {})
     label = {i: fl["labels"][k] for i, k in enumerate(fl["name"])}
     by = {label[i]: (fl["self"][i], fl["total"][i]) for i in range(len(fl["name"]))}
-    # the ProfilerStep is left out; the thread root holds the top-level frames
-    assert by["thread 1 (pid 100)"] == (0.0, 80.0)
+    # the ProfilerStep is left out; the thread root holds the top-level frames and the
+    # step's own 20 µs (the graph adds up to the step's 100 µs of host time)
+    assert by["thread 1 (pid 100)"] == (20.0, 100.0)
     assert by["forward"] == (10.0, 30.0)
     assert by["aten::mm"] == (4.0, 10.0)
     assert by["cudaLaunchKernel"] == (1.0, 1.0)
-    assert sum(fl["self"]) == fl["total_us"] == 80.0
+    assert sum(fl["self"]) == fl["total_us"] == 100.0
     dev = views.get("module/flame", {"metric": "device"})
     assert [dev["labels"][k] for k in dev["name"]] == [
         "thread 1 (pid 100)", "forward", "nn.Module: Linear_0", "aten::mm", "cudaLaunchKernel"]
@@ -177,9 +178,37 @@ def test_collapsed_stacks_text(views):
     lines = text.splitlines()
     assert "thread 1 (pid 100);forward;nn.Module: Linear_0;aten::mm 4" in lines
     assert "thread 1 (pid 100);## Backward ## 40" in lines
-    assert sum(int(ln.rsplit(" ", 1)[1]) for ln in lines) == 80
+    assert "thread 1 (pid 100) 20" in lines  # the step's own time
+    assert sum(int(ln.rsplit(" ", 1)[1]) for ln in lines) == 100
     dev = views.get("stacks/collapsed", {"metric": "device"})
     assert dev == ("thread 1 (pid 100);forward;nn.Module: Linear_0;aten::mm;cudaLaunchKernel 7\n")
+
+
+def test_flame_adds_up_to_the_steps_host_time():
+    """A step's time outside its frames goes to the frame enclosing the step (with_stack:
+    python frames around the training loop), or to the thread root; steps on a second
+    thread and time outside steps too. Host self over the graph = the threads' busy time."""
+    events = [
+        step(1, 0, 100), op("a", 10, 20), op("b", 50, 10),          # step self 70 -> root
+        py("train.py(9): loop", 200, 300), step(2, 210, 100),       # step under a frame:
+        op("a", 220, 30),                                           # its own 70 stays there
+        op("c", 600, 40),                                           # outside any step
+        step(3, 0, 50, tid=2), op("d", 5, 10, tid=2),               # thread 2: self 40
+    ]
+    v = build_views(build(events))
+    fl = flame(v.analysis.trace, v.analysis.tree, v.analysis.links)
+    fl.check()
+    label = {k: fl.labels[fl.name[k]] for k in range(len(fl))}
+    roots = {label[k]: (int(fl.host_self[k]), int(fl.host_total[k]))
+             for k in range(len(fl)) if fl.parent[k] < 0}
+    assert roots == {"thread 1 (pid 100)": (70_000, 100_000 + 300_000 + 40_000),
+                     "thread 2 (pid 100)": (40_000, 50_000)}
+    frame = next(k for k in range(len(fl)) if label[k] == "train.py(9): loop")
+    assert fl.host_self[frame] == 270_000  # 300 - a's 30: the step's own 70 included
+    body = v.get("module/flame", {})
+    assert sum(body["self"]) == body["total_us"] == 100 + 300 + 40 + 50
+    text = v.get("stacks/collapsed", {})
+    assert sum(int(ln.rsplit(" ", 1)[1]) for ln in text.splitlines()) == 490
 
 
 def test_cap_children_keeps_the_heaviest_and_sums_the_rest():

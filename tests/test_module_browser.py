@@ -167,8 +167,9 @@ def test_flame_graph_zoom_search_download_and_deep_link(browser, base):
     with urllib.request.urlopen(f"{base}/data/plugin/stepscope/{href}" if not href.startswith("/")
                                 else f"{base}{href}") as r:
         assert r.headers["Content-Type"].startswith("text/plain")
-        first = r.read().decode().splitlines()[0]
-    assert first.rsplit(" ", 1)[1].isdigit() and ";" in first
+        lines = r.read().decode().splitlines()
+    assert all(ln.rsplit(" ", 1)[1].isdigit() for ln in lines) and ";" in lines[1]
+    assert lines[0].startswith("thread ") and ";" not in lines[0]  # the steps' own time
 
     # deep link: a fresh page restores focus and search
     url = page.url
