@@ -458,3 +458,18 @@ def test_cap_children_reports_no_remainder_under_a_node_that_was_cut():
     fp = flame_payload(fl, "host_self")
     assert [i for i, p in enumerate(fp["parent"]) if p == -1] == [0]
     assert fp["total_us"] == int(total[0]) / 1000
+
+
+def test_range_left_open_across_a_step_is_noted_and_kept_whole_in_the_ranges():
+    """record_function entered in one step and left in the next: the host tree clips it at
+    its step's end (SPEC §2.4.1), so the flame graph gives it only that part; the note says
+    why, and the user ranges table (its own nesting of the ranges) keeps its whole span."""
+    v = build_views(build([step(1, 0, 100), step(2, 100, 100), user("cross", 60, 90),
+                           op("a", 70, 10), op("b", 120, 20)]))
+    note = next(n for n in v.notes() if n["code"] == "partial_overlaps")
+    assert "record_function range left open across prof.step()" in note["text"]
+    ranges = {r["name"]: r for r in v.get("module/ranges", {"flat": "1"})}
+    assert ranges["cross"]["host_total_us"] == 90
+    fl = v.get("module/flame", {})
+    by = {fl["labels"][k]: (s, t) for k, s, t in zip(fl["name"], fl["self"], fl["total"])}
+    assert by["cross"] == (30.0, 40.0) and sum(fl["self"]) == fl["total_us"] == 200.0

@@ -161,8 +161,10 @@ def analyze(trace: Trace) -> Analysis:
     if tree.clipped:
         notes.append(Note("warning", "partial_overlaps",
                           f"{tree.clipped:,} host events overlapped the event they start in "
-                          "without ending inside it (fractional timestamps); each was clipped to "
-                          "that event for the operator view."))
+                          "without ending inside it (a record_function range left open across "
+                          "prof.step(), or rounded fractional timestamps); each was clipped to "
+                          "that event for the operator view and the flame graph (the user "
+                          "ranges table keeps its whole span)."))
     notes += launch_notes(accounts)
     notes += memory.notes
     return Analysis(trace=trace, links=links, tree=tree, steps=steps, breakdown=breakdown,
