@@ -100,6 +100,12 @@ def test_operator_table_equals_key_averages(torch_run, capsys):
     total = sum(r["Self CPU"] for r in rows)
     for r in rows:
         assert r["Self CPU %"] == pytest.approx(100 * r["Self CPU"] / total)
+    # ... and the table says so, with that total, as torch prints its own under its table
+    # (a numbers audit: without it, 26.7 % here against torch's 11.1 % looked wrong)
+    code, text, _ = run(capsys, out / "worker0.pt.trace.json", "--section", "operators")
+    footer = f"Self CPU time total: {total / 1000:.3f}ms (this table's operators; torch's"
+    assert code == 0 and footer in " ".join(text.split())
+    assert ka["sum_self"] > total  # torch's total counts ProfilerStep and the ranges too
     # sorted by self CPU (a CPU trace), descending
     assert [r["Self CPU"] for r in rows] == sorted((r["Self CPU"] for r in rows), reverse=True)
 

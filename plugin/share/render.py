@@ -62,9 +62,11 @@ def _raw_name(name: str, unit: str) -> str:
 
 
 def _footer(s: Section) -> str:
+    """The section's note, then how many rows ``--limit`` left out (one line each)."""
+    lines = [s.note] if s.note else []
     if s.total_rows > len(s.rows):
-        return f"{len(s.rows):,} of {s.total_rows:,} rows (--limit)"
-    return ""
+        lines.append(f"{len(s.rows):,} of {s.total_rows:,} rows (--limit)")
+    return "\n".join(lines)
 
 
 def write_text(heading: str, sections: list[Section], out: TextIO, width: int) -> None:
@@ -76,7 +78,8 @@ def write_text(heading: str, sections: list[Section], out: TextIO, width: int) -
     console = Console(file=out, width=width, highlight=False, soft_wrap=False)
     console.print(_plain(heading), style="bold", markup=False)
     for s in sections:
-        t = Table(title=Text(_plain(s.title)), title_justify="left", caption=_footer(s) or None,
+        t = Table(title=Text(_plain(s.title)), title_justify="left",
+                  caption=Text("\n".join(map(_plain, _footer(s).splitlines()))) or None,
                   caption_justify="left", show_lines=False)
         cells = [[_plain(cell(v, u)) for v, (_n, u) in zip(r, s.columns)] for r in s.rows]
         for i, (name, unit) in enumerate(s.columns):
@@ -110,7 +113,7 @@ def write_markdown(heading: str, sections: list[Section], out: TextIO) -> None:
             out.write("| " + " | ".join(_md(cell(v, u)) for v, (_n, u) in zip(r, s.columns))
                       + " |\n")
         if _footer(s):
-            out.write(f"\n{_footer(s)}\n")
+            out.write("\n" + "  \n".join(_md(ln) for ln in _footer(s).splitlines()) + "\n")
 
 
 def _md(text: str) -> str:
@@ -147,6 +150,8 @@ def section_json(s: Section) -> dict:
            "rows": s.rows}
     if s.total_rows > len(s.rows):
         out["total_rows"] = s.total_rows
+    if s.note:
+        out["note"] = s.note
     return out
 
 

@@ -185,15 +185,17 @@ def operator_section(views: ViewSet, *, by_shape: bool = False, sort: str | None
     """The ``key_averages().table()`` layout: one row per operator (and input shape).
 
     Percentages are of the sums over this table's rows (torch's also count ProfilerStep and
-    record_function ranges, which SPEC §2.4.5 keeps out of the operator table).
+    record_function ranges, which SPEC §2.4.5 keeps out of the operator table); the note
+    under the table says so, with those totals, as torch prints its own under its table.
     """
     if "Operator" not in views.names():
         return None
     a = views.analysis
     g = "OperationAndInputShape" if by_shape else "Operation"
     ops = [r for r in exact_operator_rows(a, g) if r.get("kind") != "range"]
-    self_cpu = sum(r["host_self_duration"] for r in ops) or 1
-    self_dev = sum(r["device_self_duration"] for r in ops) or 1
+    total_cpu = sum(r["host_self_duration"] for r in ops)
+    total_dev = sum(r["device_self_duration"] for r in ops)
+    self_cpu, self_dev = total_cpu or 1, total_dev or 1  # (percentages of an empty table)
     mem = _memory_by_key(views, by_shape)
     cols = [("Name", "text"), ("Self CPU %", "pct"), ("Self CPU", "us"),
             ("CPU total %", "pct"), ("CPU total", "us"), ("CPU time avg", "us")]
@@ -234,8 +236,20 @@ def operator_section(views: ViewSet, *, by_shape: bool = False, sort: str | None
                          f"{', '.join(k for k, v in SORT_KEYS.items() if v in names)}")
     k = names.index(column)
     rows.sort(key=(lambda x: x[k]) if column == "Name" else (lambda x: -x[k]))
+    note = f"Self CPU time total: {_duration(total_cpu)}"
+    if a.gpu:
+        note += f"; Self CUDA time total: {_duration(total_dev)}"
+    note += (" (this table's operators; torch's totals also count ProfilerStep and "
+             "record_function ranges, so its percentages are smaller)")
     return _limited(Section("operators", "Operators (as torch's key_averages().table())",
-                            cols, rows), limit)
+                            cols, rows, note=note), limit)
+
+
+def _duration(us: float) -> str:
+    """µs as torch's table footer writes them: ``1.092ms``, ``530.000us``, ``2.635s``."""
+    if us >= 1e6:
+        return f"{us / 1e6:.3f}s"
+    return f"{us / 1e3:.3f}ms" if us >= 1e3 else f"{us:.3f}us"
 
 
 def summary_sections(views: ViewSet, *, by_shape: bool = False, sort: str | None = None,
