@@ -95,6 +95,19 @@ def test_inferred_phases_and_exact_partition():
     assert {n.code for n in m.notes} >= {"phases_inferred", "no_module_frames"}
 
 
+def test_without_steps_the_main_thread_is_the_one_whose_tid_is_the_pid():
+    """Kineto writes system thread ids: the main thread's tid is the pid. A busier worker
+    thread was taken for the main one (Forward was its time)."""
+    from stepscope.analysis.module import main_thread
+    t = build([op("aten::mm", 0, 50, tid=7), op("aten::relu", 0, 20, tid=100),
+               op("aten::relu", 60, 5, tid="100")])
+    a = analyze(t)
+    assert t.threads[main_thread(t, a.tree)] == (100, 100)
+    t = build([op("aten::mm", 0, 50, tid=7), op("aten::relu", 0, 20, tid=8)])
+    a = analyze(t)
+    assert t.threads[main_thread(t, a.tree)] == (100, 7)  # no such thread: the busiest
+
+
 def test_steps_with_no_forward_and_no_profiler_step_get_notes_not_errors():
     t = build([op("aten::relu", 0, 5, tid=3), op("aten::relu", 10, 5, tid=4)])
     v = build_views(t)

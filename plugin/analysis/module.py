@@ -106,8 +106,10 @@ def phase_of_name(name: str) -> str | None:
 
 
 def main_thread(trace: Trace, tree: HostTree) -> int:
-    """The thread carrying the most ProfilerStep events; without any, the thread with the most
-    top-level host time (-1 without host events)."""
+    """The thread carrying the most ProfilerStep events; without any, the process's main
+    thread (its tid is the pid, as Kineto writes system thread ids) when it has host work,
+    else the thread with the most top-level host time (-1 without host events). (A worker
+    thread busier than the main one was taken for it: a numbers audit, 3 threads.)"""
     steps = trace.thread[trace.kind == Kind.STEP]
     if len(steps):
         return int(np.bincount(steps).argmax())
@@ -115,7 +117,15 @@ def main_thread(trace: Trace, tree: HostTree) -> int:
     if not top.any():
         return -1
     th = trace.thread[tree.rows[top]]
-    return int(np.bincount(th, weights=(tree.end - tree.start)[top]).argmax())
+    busy = np.bincount(th, weights=(tree.end - tree.start)[top])
+    mains = [t for t in np.flatnonzero(busy).tolist() if _is_main(trace.threads[t])]
+    return mains[int(busy[mains].argmax())] if mains else int(busy.argmax())
+
+
+def _is_main(lane: tuple) -> bool:
+    """Is ``(pid, tid)`` a process's main thread (tid == pid, as numbers or as text)?"""
+    pid, tid = lane
+    return pid is not None and tid is not None and str(pid) == str(tid)
 
 
 def phase_intervals(trace: Trace, tree: HostTree, steps: Steps,
