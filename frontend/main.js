@@ -186,6 +186,7 @@ function renderTabs(current) {
       if (e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey) return; // new tab: let the browser go
       e.preventDefault();
       if (v === state.view) return;
+      banner(""); // a note about the last view (its fallback) is not about this one
       state = withoutViewKeys(withPatch(state, { view: v }));
       saveState(state, { push: true });
       showView(++navToken);
@@ -204,7 +205,7 @@ async function showView(token) {
   }
   let view = state.view;
   if (!views.includes(view)) {
-    if (view) banner(`The ${view} view has no data for this trace; showing ${views[0]}.`);
+    if (view) banner(`No “${view}” view for this trace (it has ${views.join(", ")}); showing ${views[0]}.`);
     view = views[0];
     state = withoutViewKeys(withPatch(state, { view }));
   }

@@ -26,6 +26,23 @@ export function csvButton(name, title, table, id) {
 }
 
 export const PAGE_SIZES = [10, 25, 50, 100];
+/** The table's own state keys (createTable's `state` and `onStateChange` patches). */
+const STATE_KEYS = ["search", "sort", "dir", "page", "rows"];
+
+/**
+ * A table's `state` and `onStateChange` over the view's URL state `ctx`: each key of
+ * STATE_KEYS is the URL key `prefix + key` ("stats_" -> stats_search, ..., stats_rows), or
+ * its name in `renamed` ({search: "mod_search_r"}). Every key a patch holds is written, and
+ * only those (a search no longer clears the sort, paging no longer writes `undefined=2`).
+ */
+export function tableState(ctx, prefix = "", renamed = {}) {
+  const name = (k) => renamed[k] ?? `${prefix}${k}`;
+  return {
+    state: Object.fromEntries(STATE_KEYS.map((k) => [k, ctx.state[name(k)]])),
+    onStateChange: (patch) => ctx.update(Object.fromEntries(
+      Object.entries(patch).map(([k, v]) => [name(k), v]))),
+  };
+}
 const NUMERIC = new Set(["count", "duration", "percent", "number", "bytes"]);
 
 /** A cell's display text by column kind. */
@@ -59,8 +76,9 @@ function cell(row, col) {
  * options: columns [{key, label, kind: "text"|"code"|"count"|"duration"|"percent"|"number"|"bool",
  *   help?, shorten? (max chars, full text on hover), width? (CSS min-width), format?(value)
  *   (display text instead of the kind's), cellClass?(value) (extra class names)}], rows, searchKeys,
- *   state {search, sort, dir, page (1-based)}, onStateChange(patch) (to mirror search/sort/page
- *   into the URL; page 1 is written as null),
+ *   state {search, sort, dir, page (1-based), rows (per page)}, onStateChange(patch) (to
+ *   mirror them into the URL; page 1 and the default page size are written as null;
+ *   tableState() maps them to a view's URL keys),
  *   rowKey(row), expandable(row), renderDetail(row) -> Promise<Node>, noun ("operators"),
  *   pageSize, onRowClick(row) (rows become clickable), rowClass(row) -> extra class names,
  *   csvName (file name of the CSV download; default `${noun}.csv`),
@@ -81,6 +99,17 @@ export function createTable(options) {
     page: Math.max(0, Math.floor(Number(options.state?.page) || 1) - 1),
     pageSize: options.pageSize ?? 25 };
   if (st.sort && !columns.some((c) => c.key === st.sort)) st.sort = "";
+  const defaultSize = st.pageSize;
+  const given = options.state ?? {};
+  if (PAGE_SIZES.includes(Number(given.rows))) st.pageSize = Number(given.rows); // from the URL
+  // values from the URL this table cannot use leave it (a copied link then shows the same)
+  const unusable = {};
+  if (given.sort && !st.sort) unusable.sort = null;
+  if (given.dir && given.dir !== "asc" && given.dir !== "desc") unusable.dir = null;
+  if (given.rows && !PAGE_SIZES.includes(Number(given.rows))) unusable.rows = null;
+  if (Object.keys(unusable).length) onStateChange?.(unusable);
+  /** The page the URL holds (1-based text; null: the first): show() writes the shown one. */
+  let urlPage = given.page ?? null;
   const expanded = new Set();
   const details = new Map(); // rowKey -> Promise<Node>
 
@@ -103,7 +132,7 @@ export function createTable(options) {
   search.addEventListener("input", () => {
     st.search = search.value;
     st.page = 0;
-    onStateChange?.({ search: st.search, page: null });
+    onStateChange?.({ search: st.search });
     clearTimeout(typing); // a server-side table asks once typing pauses
     if (options.fetchPage) typing = setTimeout(render, 200);
     else render();
@@ -116,7 +145,7 @@ export function createTable(options) {
       st.dir = NUMERIC.has(col.kind) ? "desc" : "asc";
     }
     st.page = 0;
-    onStateChange?.({ sort: st.sort, dir: st.dir, page: null });
+    onStateChange?.({ sort: st.sort, dir: st.dir });
     render();
   }
 
@@ -173,12 +202,15 @@ export function createTable(options) {
 
   function pagerControls(view) {
     const size = el("select", { "aria-label": "Rows per page",
-      on: { change: () => { st.pageSize = Number(size.value); go(0); } } },
+      on: { change: () => {
+        st.pageSize = Number(size.value);
+        onStateChange?.({ rows: st.pageSize === defaultSize ? null : String(st.pageSize) });
+        go(0);
+      } } },
     PAGE_SIZES.map((n) => el("option", { value: String(n), selected: n === st.pageSize }, String(n))));
     const go = (p) => {
       st.page = p;
-      render();
-      onStateChange?.({ page: st.page > 0 ? String(st.page + 1) : null });
+      render(); // (show() writes the page into the URL)
     };
     const range = view.matched ? `${formatCount(view.start + 1)}–${formatCount(view.end)} of ${formatCount(view.matched)}` : "0 of 0";
     setChildren(pager,
@@ -208,7 +240,11 @@ export function createTable(options) {
         if (pg.page !== st.page && ans.matched) { st.page = pg.page; render(); return; }
         show({ rows: ans.rows, matched: ans.matched, total: ans.total, ...pg });
       })
-      .catch((err) => { if (mine === asked) setChildren(tbody, el("tr", {}, el("td", { colspan: String(columns.length) }, errorPanel(err)))); });
+      .catch((err) => {
+        if (mine !== asked) return;
+        count.textContent = ""; // not "Loading…" under an error
+        setChildren(tbody, el("tr", {}, el("td", { colspan: String(columns.length) }, errorPanel(err))));
+      });
   }
 
   let shown = null; // the view on screen (redraw() restyles it without asking again)
@@ -216,6 +252,11 @@ export function createTable(options) {
   function show(view) {
     shown = view;
     st.page = view.page;
+    const page = view.page > 0 ? String(view.page + 1) : null; // page 999 of 3: 3
+    if (page !== urlPage) {
+      urlPage = page;
+      onStateChange?.({ page });
+    }
     header();
     setChildren(tbody, bodyRows(view));
     count.textContent = view.matched === view.total ? `${formatCount(view.total)} ${noun}`
@@ -242,7 +283,6 @@ export function createTable(options) {
     },
     /** Back to the first page and ask again (a server-side table's filter changed). */
     reload() {
-      if (st.page !== 0) onStateChange?.({ page: null });
       st.page = 0;
       render();
     },

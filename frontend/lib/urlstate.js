@@ -3,14 +3,16 @@
 
 /** Known keys in the order they are written; other keys (e.g. the timeline's) follow. */
 export const KEYS = ["run", "worker", "span", "view", "op_group_by", "op_pie",
-  "kernel_group_by", "mem_device", "mem_group_by", "search", "sort", "dir", "page", "start", "end",
+  "kernel_group_by", "mem_device", "mem_group_by", "search", "sort", "dir", "page", "rows",
+  "start", "end",
   "event", "mem_row", "stats_search", "stats_sort", "stats_dir", "stats_page", "diff_run",
   "diff_worker", "diff_span"];
 
 /** Keys that belong to one view: dropped when the view, run, worker or span changes. */
-export const VIEW_KEYS = ["search", "sort", "dir", "page", "start", "end", "event", "mem_row",
-  "stats_search", "stats_sort", "stats_dir", "stats_page", "kdiff_search", "kdiff_sort",
-  "kdiff_dir", "mod_step", "mod_focus", "mod_search", "mod_search_r", "mod_sort", "mod_dir"];
+export const VIEW_KEYS = ["search", "sort", "dir", "page", "rows", "start", "end", "event",
+  "mem_row", "stats_search", "stats_sort", "stats_dir", "stats_page", "stats_rows",
+  "kdiff_search", "kdiff_sort", "kdiff_dir", "kdiff_page", "kdiff_rows", "mod_step",
+  "mod_focus", "mod_search", "mod_search_r", "mod_sort", "mod_dir", "mod_r_page", "mod_r_rows"];
 
 /** "?run=a&view=Kernel" -> {run: "a", view: "Kernel"} (empty values dropped). */
 export function parseState(search) {

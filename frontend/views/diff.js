@@ -8,7 +8,7 @@ import { ApiError, getJSON } from "../lib/api.js";
 import { card, el, setChildren } from "../lib/dom.js";
 import { formatDuration, formatPercent, spanLabel } from "../lib/format.js";
 import { emptyState, errorPanel, loadingLine, progressPanel } from "../lib/status.js";
-import { cellText, createTable } from "../lib/table.js";
+import { cellText, createTable, tableState } from "../lib/table.js";
 import { buildQuery, withoutViewKeys } from "../lib/urlstate.js";
 
 export const SIDES = { baseline: "Baseline", experiment: "Experiment" };
@@ -24,7 +24,8 @@ const NO_DEVICE = "No device activity on this side (a CPU-only trace): blank, no
 
 /** "run / worker / span" of a side. */
 export function sideLabel({ run, worker, span }) {
-  return `${run} / ${worker} / ${spanLabel(span)}`;
+  const part = (v, text = String) => (v === undefined || v === null || v === "" ? "…" : text(v));
+  return `${part(run)} / ${part(worker)} / ${part(span, spanLabel)}`;
 }
 
 /** The run after `run` in `runs` (wrapping), or null when there is no other run. */
@@ -115,9 +116,13 @@ async function experimentOf(ctx, runs) {
 }
 
 function select(id, label, values, current, onChange, text = (v) => v) {
+  // a value from the link that is not among the choices is shown as such (not the first
+  // choice, which then could not be chosen: picking the option shown fires no change)
+  const missing = values.includes(current) ? [] : [el("option", { value: "", selected: true,
+    disabled: true }, current ? `${current} (not found)` : "—")];
   return el("label", { className: "inline-control" }, label,
     el("select", { id, on: { change: (e) => onChange(e.target.value) } },
-      values.map((v) => el("option", { value: v, selected: v === current }, text(v)))));
+      missing, values.map((v) => el("option", { value: v, selected: v === current }, text(v)))));
 }
 
 async function pickerCard(ctx, runs, exp) {
@@ -184,20 +189,17 @@ function breakdownCard(body, base, exp) {
   return section;
 }
 
-function deltaTable(ctx, { title, id, rows, fields, nameLabel, noun, keys, note }) {
+function deltaTable(ctx, { title, id, rows, fields, nameLabel, noun, prefix, note }) {
   const section = card(title, el("p", { className: "muted" }, `Span totals of each side (B, E) and Δ = E − B, largest |Δ| first. ${note}`));
   section.id = id;
   if (!rows.length) {
     section.append(emptyState(`No ${noun} on either side`));
     return section;
   }
-  const [search, sort, dir] = keys;
   section.append(createTable({
     columns: tableColumns(fields, nameLabel), rows: flatRows(rows, fields), noun,
     searchKeys: ["name"], searchPlaceholder: `Search ${noun}…`,
-    state: { search: ctx.state[search], sort: ctx.state[sort], dir: ctx.state[dir] },
-    onStateChange: (patch) => ctx.update(Object.fromEntries(Object.entries(patch).map(([k, v]) =>
-      [keys[["search", "sort", "dir"].indexOf(k)], v]))),
+    ...tableState(ctx, prefix),
     rowKey: (r) => `${r.name}\u0000${r.kind}`,
   }).element);
   return section;
@@ -239,10 +241,10 @@ export async function render(root, ctx) {
     if (!ctx.alive()) return;
     setChildren(content, summaryCard(overview), breakdownCard(overview, ctx.state, exp),
       deltaTable(ctx, { title: "Operators", id: "diff-operators", rows: operators, fields: OP_FIELDS,
-        nameLabel: "Operator", noun: "operators", keys: ["search", "sort", "dir"],
+        nameLabel: "Operator", noun: "operators", prefix: "",
         note: "Device columns are blank for a side without device activity." }),
       deltaTable(ctx, { title: "Kernels", id: "diff-kernels", rows: kernels, fields: KERNEL_FIELDS,
-        nameLabel: "Kernel", noun: "kernels", keys: ["kdiff_search", "kdiff_sort", "kdiff_dir"],
+        nameLabel: "Kernel", noun: "kernels", prefix: "kdiff_",
         note: "A side without device activity is blank; a kernel one side lacks is 0 there." }));
   } catch (err) {
     if (!ctx.alive() || err?.name === "AbortError") return;

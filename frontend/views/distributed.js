@@ -7,7 +7,7 @@
 import { drawHeatmap, drawStackedBars } from "../lib/charts.js";
 import { card, el, setChildren } from "../lib/dom.js";
 import { emptyState, errorPanel, loadingLine } from "../lib/status.js";
-import { createTable, csvButton } from "../lib/table.js";
+import { createTable, csvButton, tableState } from "../lib/table.js";
 import { chartTableRows } from "../lib/table_model.js";
 import { buildQuery, withoutViewKeys } from "../lib/urlstate.js";
 
@@ -99,7 +99,7 @@ function collectivesCard(ctx, body) {
   if (!rows.length) return card("Collectives", emptyState("No collectives", "No rank of this run ran a collective."));
   const cols = columns.map((c) => ({ key: c.key, label: c.name, kind: c.type === "number" ? (c.name === "Calls" ? "count" : "number") : "text" }));
   const section = card("Collectives", createTable({ columns: cols, rows, noun: "collectives",
-    state: ctx.state, onStateChange: (patch) => ctx.update(patch) }).element);
+    ...tableState(ctx) }).element);
   section.id = "dist-collectives";
   return section;
 }

@@ -5,7 +5,7 @@ import { drawPie } from "../lib/charts.js";
 import { card, el, setChildren } from "../lib/dom.js";
 import { formatDuration, formatPercent } from "../lib/format.js";
 import { GPU_HINT, emptyState, errorPanel, loadingLine } from "../lib/status.js";
-import { createTable } from "../lib/table.js";
+import { createTable, tableState } from "../lib/table.js";
 import { chartTableRows } from "../lib/table_model.js";
 
 export const GROUPS = { Kernel: "Kernel", KernelNameAndOpName: "Kernel + operator" };
@@ -108,7 +108,7 @@ function groupSelect(ctx, groupBy) {
 
 /** Render the kernel view of ctx.client's span into `root`. */
 export async function render(root, ctx) {
-  const groupBy = ctx.state.kernel_group_by in GROUPS ? ctx.state.kernel_group_by : "Kernel";
+  const groupBy = Object.hasOwn(GROUPS, ctx.state.kernel_group_by ?? "") ? ctx.state.kernel_group_by : "Kernel";
   setChildren(root, loadingLine("Loading kernels…"));
   const kernelPie = ctx.client.get("kernel", { group_by: "Kernel" }); // in parallel with the table
   const tcPie = ctx.client.get("kernel/tc_pie");
@@ -126,7 +126,7 @@ export async function render(root, ctx) {
       columns: kernelColumns(columns), rows, noun: "kernels",
       searchKeys: columns.filter((c) => c.type !== "number").map((c) => c.key),
       searchPlaceholder: "Search kernels or operators…",
-      state: ctx.state, onStateChange: (patch) => ctx.update(patch),
+      ...tableState(ctx),
       rowKey: (r) => JSON.stringify(columns.filter((c) => c.type !== "number").map((c) => r[c.key] ?? r[nameKey])),
     }).element);
   tableCard.id = "kernel-table";

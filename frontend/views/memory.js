@@ -8,7 +8,7 @@ import { escapeHtml, formatBytes, formatDuration } from "../lib/format.js";
 import { plot } from "../lib/charts.js";
 import { card, el, safeLink, setChildren } from "../lib/dom.js";
 import { emptyState, errorPanel, loadingLine } from "../lib/status.js";
-import { createTable } from "../lib/table.js";
+import { createTable, tableState } from "../lib/table.js";
 import { chartTableRows } from "../lib/table_model.js";
 
 export const GROUPS = { Operation: "Operator", OperationAndInputShape: "Operator + input shape" };
@@ -158,16 +158,17 @@ export async function render(root, ctx) {
     return;
   }
   const device = devices.some((d) => d.device === ctx.state.mem_device) ? ctx.state.mem_device : defaultDevice(devices);
-  const groupBy = ctx.state.mem_group_by in GROUPS ? ctx.state.mem_group_by : "Operation";
+  const groupBy = Object.hasOwn(GROUPS, ctx.state.mem_group_by ?? "") ? ctx.state.mem_group_by : "Operation";
   const overview = ctx.client.get("overview");
   const statsP = ctx.client.get("memory/stats", { device, group_by: groupBy });
 
   const chart = el("div", { className: "chart memory-curve", id: "memory-curve" });
   const windowText = el("span", { className: "muted", id: "memory-window" });
   const reset = el("button", { type: "button", id: "memory-reset", on: { click: () => setWindow(null, null) } }, "Whole span");
+  const curveError = el("div", { id: "memory-curve-error" }); // beside the plot, not in it
   const curveCard = card(`Memory over time — ${device}`,
     el("div", { className: "card-tools" }, deviceSelect(ctx, devices, device), windowText, reset,
-      el("span", { className: "muted" }, "Drag across the curve to zoom.")), chart);
+      el("span", { className: "muted" }, "Drag across the curve to zoom.")), chart, curveError);
   curveCard.id = "memory-curve-card";
 
   const allocBox = el("div", {}, loadingLine("Loading allocations…"));
@@ -196,6 +197,8 @@ export async function render(root, ctx) {
     if (end !== null) params.end = String(end);
     const body = await ctx.client.get("memory/curve", params);
     if (!ctx.alive() || mine !== request) return;
+    setChildren(curveError); // the last window's error, if any, is over
+    chart.hidden = false;
     curve = body;
     windowText.textContent = `Window ${formatDuration(body.start_us)} – ${formatDuration(body.end_us)}`
       + (body.window_peak ? `, peak ${formatBytes(body.window_peak.allocated)} at ${formatDuration(body.window_peak.ts_us)}` : "");
@@ -229,10 +232,18 @@ export async function render(root, ctx) {
     if (start !== null && end !== null && end <= start) end = start + 0.001;
     ctx.update({ start, end });
     table?.reload(); // the allocations live in the new window
-    drawCurve().catch((err) => setChildren(chart, errorPanel(err)));
+    drawCurve().catch(curveFailed);
   }
 
-  drawCurve().catch((err) => { chart.classList.remove("chart"); setChildren(chart, errorPanel(err)); });
+  /** A window the server refused (start after end, ...): said under the card's tools; the
+   * plot is hidden until a window is drawn (it stayed, with the message inside it). */
+  function curveFailed(err) {
+    if (!ctx.alive()) return;
+    chart.hidden = true;
+    setChildren(curveError, errorPanel(err));
+  }
+
+  drawCurve().catch(curveFailed);
 
   /** Mark `row` (or nothing) on the curve; while a plot is being drawn, drawCurve marks it
    * when done (a relayout during Plotly.react would be lost). */
@@ -247,7 +258,7 @@ export async function render(root, ctx) {
   table = createTable({
     columns: ALLOC_COLUMNS, rows: [], noun: "allocations", searchKeys: ["operator", "status"],
     searchPlaceholder: "Search operators (or “never freed”)…",
-    state: ctx.state, onStateChange: (patch) => ctx.update(patch),
+    ...tableState(ctx),
     rowKey: (r) => String(r.idx),
     rowClass: (r) => [r.release_time === null ? "never-freed" : "", marked && r.idx === marked.idx ? "selected" : ""].join(" ").trim(),
     fetchPage: async (st) => {
@@ -280,9 +291,7 @@ export async function render(root, ctx) {
       columns: statsColumns(columns), rows, noun: "operators",
       searchKeys: columns.filter((c) => c.type !== "number").map((c) => c.key),
       searchPlaceholder: "Search operators…",
-      state: { search: ctx.state.stats_search, sort: ctx.state.stats_sort, dir: ctx.state.stats_dir,
-        page: ctx.state.stats_page },
-      onStateChange: (p) => ctx.update(Object.fromEntries(Object.entries(p).map(([k, v]) => [`stats_${k}`, v]))),
+      ...tableState(ctx, "stats_"),
       rowKey: (r) => JSON.stringify(columns.filter((c) => c.type !== "number").map((c) => r[c.key])),
     });
     setChildren(statsBox, t.element);

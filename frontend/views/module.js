@@ -2,13 +2,13 @@
 // table), the nn.Module tree, and flame graphs of host self time / device time launched
 // (canvas icicle, click to zoom, search highlights, collapsed-stacks download). State in
 // the URL: mod_tab, mod_step, mod_range_view, mod_flame_metric, mod_focus, mod_search and
-// the flat range table's mod_search_r / mod_sort / mod_dir.
+// the flat range table's mod_search_r / mod_sort / mod_dir / mod_r_page / mod_r_rows.
 import { drawStackedBars } from "../lib/charts.js";
 import { card, el, setChildren } from "../lib/dom.js";
 import { formatCount, formatDuration, formatPercent } from "../lib/format.js";
 import { ROW, draw, layout, matchedTotal, matches, tipLines } from "../lib/flame.js";
 import { emptyState, errorPanel, loadingLine } from "../lib/status.js";
-import { createTable, csvButton } from "../lib/table.js";
+import { createTable, csvButton, tableState } from "../lib/table.js";
 import { treeRows } from "../lib/table_model.js";
 import { buildQuery } from "../lib/urlstate.js";
 
@@ -188,8 +188,7 @@ async function rangesTab(ctx, box, summary) {
     content = createTable({
       columns: [{ key: "name", label: "Range", kind: "text", shorten: 80, width: "16em" }, ...cols.map(({ key, label, kind }) => ({ key, label, kind }))],
       rows: body, noun: "ranges", searchKeys: ["name"], searchPlaceholder: "Search ranges…",
-      state: { search: ctx.state.mod_search_r, sort: ctx.state.mod_sort, dir: ctx.state.mod_dir },
-      onStateChange: (p) => ctx.update({ mod_search_r: p.search, mod_sort: p.sort, mod_dir: p.dir }),
+      ...tableState(ctx, "mod_r_", { search: "mod_search_r", sort: "mod_sort", dir: "mod_dir" }),
       rowKey: (r) => r.name,
     }).element;
   } else {
@@ -221,7 +220,7 @@ async function modulesTab(ctx, box, summary) {
 }
 
 async function flameTab(ctx, box) {
-  const metric = ctx.state.mod_flame_metric in METRICS ? ctx.state.mod_flame_metric : "host_self";
+  const metric = Object.hasOwn(METRICS, ctx.state.mod_flame_metric ?? "") ? ctx.state.mod_flame_metric : "host_self";
   const flame = await ctx.client.get("module/flame", { metric });
   if (!ctx.alive()) return;
   const unit = metric === "device" ? "Device" : "Host";
@@ -288,7 +287,7 @@ export async function render(root, ctx) {
   setChildren(root, loadingLine("Loading modules…"));
   const summary = await ctx.client.get("module/summary");
   if (!ctx.alive()) return;
-  const tab = ctx.state.mod_tab in TABS ? ctx.state.mod_tab : "phases";
+  const tab = Object.hasOwn(TABS, ctx.state.mod_tab ?? "") ? ctx.state.mod_tab : "phases";
   const box = el("div", { className: "stack-layout", id: "module-body" }, loadingLine());
   setChildren(root, el("div", { className: "stack-layout" }, tabBar(ctx, tab), box));
   const run = { phases: phasesTab, ranges: rangesTab, modules: modulesTab, flame: flameTab }[tab];

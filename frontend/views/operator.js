@@ -5,7 +5,7 @@ import { drawPie } from "../lib/charts.js";
 import { card, el, setChildren } from "../lib/dom.js";
 import { formatDuration } from "../lib/format.js";
 import { emptyState, errorPanel, loadingLine } from "../lib/status.js";
-import { createTable } from "../lib/table.js";
+import { createTable, tableState } from "../lib/table.js";
 import { buildQuery } from "../lib/urlstate.js";
 import { coreName } from "./kernel.js";
 
@@ -106,7 +106,7 @@ function groupSelect(ctx, groupBy) {
 
 /** Render the operator view of ctx.client's span into `root`. */
 export async function render(root, ctx) {
-  const groupBy = ctx.state.op_group_by in GROUPS ? ctx.state.op_group_by : "Operation";
+  const groupBy = Object.hasOwn(GROUPS, ctx.state.op_group_by ?? "") ? ctx.state.op_group_by : "Operation";
   setChildren(root, loadingLine("Loading operators…"));
   const [pies, table] = await Promise.all([
     ctx.client.get("operation", { group_by: "Operation" }),
@@ -125,7 +125,7 @@ export async function render(root, ctx) {
     tableCard.append(createTable({
       columns: operatorColumns(rows, groupBy, core), rows, noun: "operators",
       searchKeys: ["name", "input_shape"], searchPlaceholder: "Search operators or shapes…",
-      state: ctx.state, onStateChange: (patch) => ctx.update(patch),
+      ...tableState(ctx),
       rowKey: (r) => `${r.name}\u0000${r.input_shape ?? ""}${r.kind ? `\u0000${r.kind}` : ""}`,
       expandable: (r) => !!r.has_call_stack,
       renderDetail: rows.some((r) => r.has_call_stack) ? (r) => stackDetail(ctx, groupBy, r) : null,

@@ -33,7 +33,7 @@ export function stepSeries(table) {
   const categories = series.map((s) => {
     const fromTip = rows.length && s.tip >= 0
       ? /<b>([^<:]+):/.exec(String(rows[0][s.tip] ?? ""))?.[1]?.trim() : null;
-    return { name: fromTip && fromTip in CATEGORY_COLORS ? fromTip : s.name,
+    return { name: fromTip && Object.hasOwn(CATEGORY_COLORS, fromTip) ? fromTip : s.name,
       values: rows.map((r) => Number(r[s.index]) || 0) };
   });
   const order = Object.keys(CATEGORY_COLORS);

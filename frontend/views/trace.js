@@ -88,7 +88,8 @@ export async function render(root, ctx) {
   });
 
   // -- first answer: the page is laid out first, so the request has the plot's real width ------
-  setChildren(root, card(null, toolbar, status, wrap, help), below);
+  const linkNote = el("p", { className: "muted", id: "trace-window-note" }); // a link's window set right
+  setChildren(root, card(null, toolbar, status, linkNote, wrap, help), below);
   scene.resize();
   badge.hidden = false;
   setChildren(badge, "Loading the timeline…");
@@ -104,6 +105,7 @@ export async function render(root, ctx) {
   if (!ctx.alive()) return;
   badge.hidden = true;
   setAnswer(first.answer, first.width);
+  checkLinkWindow(first.refused);
   bindInput(canvas, { gutter: () => scene.size.gutter, zoom: zoomBy, pan: (s) => setWindow(panBy(win, s, range)),
     dragStart: () => { drag = { win, scrollY: scene.scrollY }; }, dragMove, scroll: (dy) => scene.setScroll(scene.scrollY + dy),
     hover: onHover, leave: () => { scene.hover = null; showTip(tip, null); scene.invalidate(); }, click: onClick,
@@ -133,7 +135,25 @@ export async function render(root, ctx) {
     } catch (err) {
       if (!(w && err instanceof ApiError && err.status === 400)) throw err;
       hook.requests.push({ width }); // a URL window the server refuses: show the whole trace
-      return { answer: await api("trace/timeline", { width }, { onProgress: progress }), width };
+      return { answer: await api("trace/timeline", { width }, { onProgress: progress }), width,
+        refused: true };
+    }
+  }
+
+  /** A link's start/end that is not a window (start after end, text, one missing, refused by
+   * the server) or lies outside the trace: say so, show the whole trace or the nearest
+   * window, and write what is shown into the URL (a copied link then shows it too). */
+  function checkLinkWindow(refused) {
+    if (ctx.state.start === undefined && ctx.state.end === undefined) return;
+    const asked = `${ctx.state.start ?? "…"} – ${ctx.state.end ?? "…"} µs`;
+    if (!urlWin || refused) {
+      linkNote.textContent = `The link's window (${asked}) is not a window of this trace: showing the whole trace.`;
+      ctx.update({ start: null, end: null });
+    } else if (urlWin.end <= range[0] || urlWin.start >= range[1]) {
+      setWindow(clampWindow(urlWin, range));
+      linkNote.textContent = `The link's window (${asked}) lies outside this trace `
+        + `(${range[0]} – ${range[1]} µs): showing the nearest part.`;
+      ctx.update(windowToState(win));
     }
   }
 
