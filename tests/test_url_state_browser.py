@@ -32,6 +32,14 @@ def base():
         yield url
 
 
+def _open(browser, base: str, params: str, ready: str):
+    """A watched page on ``?params``, once ``ready`` (a selector) is on it."""
+    ctx, page, watch = open_page(browser, base)
+    page.goto(f"{base}/?{params}")
+    page.wait_for_selector(ready, timeout=READY_MS)
+    return ctx, page, watch
+
+
 def _rows(page, table: str = "#view") -> tuple[str, str]:
     """The first row's first cell and the pager's range text of ``table``."""
     first = page.locator(f"{table} tbody tr").first.locator("td").first.inner_text().strip()
@@ -39,9 +47,7 @@ def _rows(page, table: str = "#view") -> tuple[str, str]:
 
 
 def test_rows_per_page_and_page_come_back_from_the_link(browser, base):
-    ctx, page, watch = open_page(browser, base)
-    page.goto(f"{base}/?run={RUN}&view=Operator")
-    page.wait_for_selector("#view tbody tr", timeout=READY_MS)
+    ctx, page, watch = _open(browser, base, f"run={RUN}&view=Operator", "#view tbody tr")
     page.locator("#view .pager select").first.select_option("10")
     page.locator("#view .page-next").first.click()
     page.locator("#view .page-next").first.click()
@@ -61,9 +67,8 @@ def test_rows_per_page_and_page_come_back_from_the_link(browser, base):
 
 
 def test_diff_tables_page_into_their_own_keys(browser, base):
-    ctx, page, watch = open_page(browser, base)
-    page.goto(f"{base}/?run={RUN}&worker=worker0&view=Diff")
-    page.locator("#diff-operators tbody tr").first.wait_for(timeout=READY_MS)
+    ctx, page, watch = _open(browser, base, f"run={RUN}&worker=worker0&view=Diff",
+                             "#diff-operators tbody tr")
     page.locator("#diff-operators .page-next").click()
     q = query(page)
     assert q["page"] == "2" and "undefined" not in q
@@ -75,10 +80,8 @@ def test_diff_tables_page_into_their_own_keys(browser, base):
 
 
 def test_flat_range_table_keeps_search_and_sort_together(browser, base):
-    ctx, page, watch = open_page(browser, base)
-    page.goto(f"{base}/?run={RUN}&worker=worker0&view=Module&mod_tab=ranges&mod_range_view=flat")
-    table = page.locator("#module-body .data-table")
-    table.locator("tbody tr").first.wait_for(timeout=READY_MS)
+    ctx, page, watch = _open(browser, base, f"run={RUN}&worker=worker0&view=Module&mod_tab=ranges"
+                             "&mod_range_view=flat", "#module-body .data-table tbody tr")
     page.locator("#module-body th button.sort", has_text="Calls").click()
     page.locator("#module-body .table-search").fill("step")
     q = query(page)
@@ -103,20 +106,15 @@ def test_flat_range_table_keeps_search_and_sort_together(browser, base):
 def test_built_in_object_names_are_unknown_values(browser, base, params, ready):
     """An unknown value falls back to the default (it crashed the view or made it an
     error panel that switching tabs did not leave)."""
-    ctx, page, watch = open_page(browser, base)
-    page.goto(f"{base}/?run={RUN}&worker=worker0&{params}")
-    page.wait_for_selector(ready, timeout=READY_MS)
+    ctx, page, watch = _open(browser, base, f"run={RUN}&worker=worker0&{params}", ready)
     assert page.locator("#view .error-panel").count() == 0
     watch.assert_clean()
     ctx.close()
 
 
 def test_a_fallback_banner_goes_with_its_view(browser, base):
-    ctx, page, watch = open_page(browser, base)
-    page.goto(f"{base}/?run={RUN}&view=Nope")
-    banner = page.locator("#banner .banner")
-    banner.wait_for(timeout=READY_MS)
-    assert "No “Nope” view for this trace" in banner.inner_text()
+    ctx, page, watch = _open(browser, base, f"run={RUN}&view=Nope", "#banner .banner")
+    assert "No “Nope” view for this trace" in page.locator("#banner .banner").inner_text()
     page.click("#tabs [data-view=Operator]")
     page.wait_for_selector("#view tbody tr", timeout=READY_MS)
     assert page.locator("#banner .banner").count() == 0
@@ -125,9 +123,8 @@ def test_a_fallback_banner_goes_with_its_view(browser, base):
 
 
 def test_memory_window_error_clears_once_a_window_is_drawn(browser, base):
-    ctx, page, watch = open_page(browser, base)
-    page.goto(f"{base}/?run={RUN}&worker=worker0&view=Memory&start=500&end=100")
-    page.locator("#memory-curve-error .error-panel").wait_for(timeout=READY_MS)
+    ctx, page, _watch = _open(browser, base, f"run={RUN}&worker=worker0&view=Memory&start=500&end=100",
+                              "#memory-curve-error .error-panel")
     assert "empty window" in page.locator("#memory-curve-error").inner_text()
     page.click("#memory-reset")
     page.wait_for_selector("#memory-curve .main-svg", timeout=READY_MS)
@@ -160,9 +157,8 @@ def test_trace_view_says_when_the_links_window_is_not_used(browser, base, window
 
 
 def test_diff_picker_shows_an_unknown_experiment_as_such(browser, base):
-    ctx, page, _watch = open_page(browser, base)
-    page.goto(f"{base}/?run={RUN}&worker=worker0&view=Diff&diff_run=nope&diff_worker=worker0")
-    page.locator("#diff-run").wait_for(timeout=READY_MS)
+    ctx, page, _watch = _open(browser, base, f"run={RUN}&worker=worker0&view=Diff&diff_run=nope"
+                              "&diff_worker=worker0", "#diff-run")
     assert page.locator("#diff-run option:checked").inner_text() == "nope (not found)"
     page.locator("#diff-run").select_option(RUN)
     page.locator("#diff-operators tbody tr").first.wait_for(timeout=READY_MS)
