@@ -134,6 +134,14 @@ def test_memory_window_error_clears_once_a_window_is_drawn(browser, base):
     ctx.close()  # (the refused window's 400 is in the console: expected)
 
 
+def test_memory_link_to_no_allocation_leaves_the_url(browser, base):
+    ctx, page, watch = _open(browser, base, f"run={RUN}&worker=worker0&view=Memory&mem_row=abc",
+                             "#memory-events tbody tr")
+    page.wait_for_function("() => !new URLSearchParams(location.search).has('mem_row')")
+    watch.assert_clean()
+    ctx.close()
+
+
 @pytest.mark.parametrize("window, says", [
     ("start=-1000000000&end=-500000000", "lies outside this trace"),
     ("start=500&end=100", "is not a window of this trace"),

@@ -280,8 +280,16 @@ export async function render(root, ctx) {
   const sel = num(ctx.state.mem_row);
   if (sel !== null && sel >= 0) {   // a deep link's marked allocation: fetch that row by its id
     ctx.client.get("memory/events", { device, offset: String(Math.floor(sel)), limit: "1" })
-      .then((body) => { if (ctx.alive()) { remark(allocationRows(body)[0] ?? null); table.redraw(); } })
+      .then((body) => {
+        if (!ctx.alive()) return;
+        const row = allocationRows(body)[0] ?? null;
+        if (!row) ctx.update({ mem_row: null }); // no such allocation: not in a copied link
+        remark(row);
+        table.redraw();
+      })
       .catch(() => {});
+  } else if (ctx.state.mem_row !== undefined) {
+    ctx.update({ mem_row: null }); // not an allocation's number ("abc", -1)
   }
 
   statsP.then((body) => {
