@@ -35,6 +35,12 @@ export function buildQuery(state) {
   return q ? `?${q}` : "";
 }
 
+/** `value` (from the URL) when it is one of `options`' own keys, else `fallback`: names
+ * every object has (`toString`, `constructor`, `__proto__`) are not options. */
+export function choice(options, value, fallback) {
+  return Object.hasOwn(options, value ?? "") ? value : fallback;
+}
+
 /** `state` with `patch` applied; a null, undefined or "" value removes the key. */
 export function withPatch(state, patch) {
   const out = { ...state };

@@ -7,6 +7,7 @@ import { formatDuration, formatPercent } from "../lib/format.js";
 import { GPU_HINT, emptyState, errorPanel, loadingLine } from "../lib/status.js";
 import { createTable, tableState } from "../lib/table.js";
 import { chartTableRows } from "../lib/table_model.js";
+import { choice } from "../lib/urlstate.js";
 
 export const GROUPS = { Kernel: "Kernel", KernelNameAndOpName: "Kernel + operator" };
 
@@ -108,7 +109,7 @@ function groupSelect(ctx, groupBy) {
 
 /** Render the kernel view of ctx.client's span into `root`. */
 export async function render(root, ctx) {
-  const groupBy = Object.hasOwn(GROUPS, ctx.state.kernel_group_by ?? "") ? ctx.state.kernel_group_by : "Kernel";
+  const groupBy = choice(GROUPS, ctx.state.kernel_group_by, "Kernel");
   setChildren(root, loadingLine("Loading kernels…"));
   const kernelPie = ctx.client.get("kernel", { group_by: "Kernel" }); // in parallel with the table
   const tcPie = ctx.client.get("kernel/tc_pie");

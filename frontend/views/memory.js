@@ -10,6 +10,7 @@ import { card, el, safeLink, setChildren } from "../lib/dom.js";
 import { emptyState, errorPanel, loadingLine } from "../lib/status.js";
 import { createTable, tableState } from "../lib/table.js";
 import { chartTableRows } from "../lib/table_model.js";
+import { choice } from "../lib/urlstate.js";
 
 export const GROUPS = { Operation: "Operator", OperationAndInputShape: "Operator + input shape" };
 const NEVER = "never freed";
@@ -158,7 +159,7 @@ export async function render(root, ctx) {
     return;
   }
   const device = devices.some((d) => d.device === ctx.state.mem_device) ? ctx.state.mem_device : defaultDevice(devices);
-  const groupBy = Object.hasOwn(GROUPS, ctx.state.mem_group_by ?? "") ? ctx.state.mem_group_by : "Operation";
+  const groupBy = choice(GROUPS, ctx.state.mem_group_by, "Operation");
   const overview = ctx.client.get("overview");
   const statsP = ctx.client.get("memory/stats", { device, group_by: groupBy });
 

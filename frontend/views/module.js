@@ -10,7 +10,7 @@ import { ROW, draw, layout, matchedTotal, matches, tipLines } from "../lib/flame
 import { emptyState, errorPanel, loadingLine } from "../lib/status.js";
 import { createTable, csvButton, tableState } from "../lib/table.js";
 import { treeRows } from "../lib/table_model.js";
-import { buildQuery } from "../lib/urlstate.js";
+import { buildQuery, choice } from "../lib/urlstate.js";
 
 export const TABS = { phases: "Phases", ranges: "User ranges", modules: "Modules", flame: "Flame graph" };
 export const METRICS = { host_self: "Host self time", device: "Device time launched" };
@@ -220,7 +220,7 @@ async function modulesTab(ctx, box, summary) {
 }
 
 async function flameTab(ctx, box) {
-  const metric = Object.hasOwn(METRICS, ctx.state.mod_flame_metric ?? "") ? ctx.state.mod_flame_metric : "host_self";
+  const metric = choice(METRICS, ctx.state.mod_flame_metric, "host_self");
   const flame = await ctx.client.get("module/flame", { metric });
   if (!ctx.alive()) return;
   const unit = metric === "device" ? "Device" : "Host";
@@ -287,7 +287,7 @@ export async function render(root, ctx) {
   setChildren(root, loadingLine("Loading modules…"));
   const summary = await ctx.client.get("module/summary");
   if (!ctx.alive()) return;
-  const tab = Object.hasOwn(TABS, ctx.state.mod_tab ?? "") ? ctx.state.mod_tab : "phases";
+  const tab = choice(TABS, ctx.state.mod_tab, "phases");
   const box = el("div", { className: "stack-layout", id: "module-body" }, loadingLine());
   setChildren(root, el("div", { className: "stack-layout" }, tabBar(ctx, tab), box));
   const run = { phases: phasesTab, ranges: rangesTab, modules: modulesTab, flame: flameTab }[tab];

@@ -6,7 +6,7 @@ import { card, el, setChildren } from "../lib/dom.js";
 import { formatDuration } from "../lib/format.js";
 import { emptyState, errorPanel, loadingLine } from "../lib/status.js";
 import { createTable, tableState } from "../lib/table.js";
-import { buildQuery } from "../lib/urlstate.js";
+import { buildQuery, choice } from "../lib/urlstate.js";
 import { coreName } from "./kernel.js";
 
 export const GROUPS = { Operation: "Operator", OperationAndInputShape: "Operator + input shape" };
@@ -106,7 +106,7 @@ function groupSelect(ctx, groupBy) {
 
 /** Render the operator view of ctx.client's span into `root`. */
 export async function render(root, ctx) {
-  const groupBy = Object.hasOwn(GROUPS, ctx.state.op_group_by ?? "") ? ctx.state.op_group_by : "Operation";
+  const groupBy = choice(GROUPS, ctx.state.op_group_by, "Operation");
   setChildren(root, loadingLine("Loading operators…"));
   const [pies, table] = await Promise.all([
     ctx.client.get("operation", { group_by: "Operation" }),

@@ -150,10 +150,9 @@ export async function render(root, ctx) {
       linkNote.textContent = `The link's window (${asked}) is not a window of this trace: showing the whole trace.`;
       ctx.update({ start: null, end: null });
     } else if (urlWin.end <= range[0] || urlWin.start >= range[1]) {
-      setWindow(clampWindow(urlWin, range));
+      setWindow(clampWindow(urlWin, range)); // (its fetch writes the window into the URL)
       linkNote.textContent = `The link's window (${asked}) lies outside this trace `
         + `(${range[0]} – ${range[1]} µs): showing the nearest part.`;
-      ctx.update(windowToState(win));
     }
   }
 

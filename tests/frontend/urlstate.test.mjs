@@ -1,7 +1,7 @@
 // Unit tests of frontend/lib/urlstate.js and the pure parts of api.js, charts.js, views.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { buildQuery, parseState, withPatch, withoutViewKeys } from "../../frontend/lib/urlstate.js";
+import { buildQuery, choice, parseState, withPatch, withoutViewKeys } from "../../frontend/lib/urlstate.js";
 import { endpoint, retryDelay } from "../../frontend/lib/api.js";
 import { axisUnit, foldTail, uniqueLabels, wrapForHover } from "../../frontend/lib/charts.js";
 import { stepSeries } from "../../frontend/views/overview.js";
@@ -70,4 +70,12 @@ test("step categories come from the tooltips when headers disagree", () => {
   const s = stepSeries(table);
   assert.deepEqual(s.steps, ["5"]);
   assert.deepEqual(s.categories.map((c) => [c.name, c.values[0]]), [["Kernel", 10], ["Memset", 3], ["Communication", 0]]);
+});
+
+test("choice: an option's own name, else the fallback (not toString, constructor, __proto__)", () => {
+  const GROUPS = { Operation: "Operator", OperationAndInputShape: "Operator + shape" };
+  assert.equal(choice(GROUPS, "OperationAndInputShape", "Operation"), "OperationAndInputShape");
+  for (const v of ["toString", "constructor", "__proto__", "hasOwnProperty", "", undefined, null, "nope"]) {
+    assert.equal(choice(GROUPS, v, "Operation"), "Operation");
+  }
 });
