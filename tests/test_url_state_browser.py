@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from browser import have_chromium, open_page, query, stepscope_server
+from browser import have_chromium, open_page, query, screenshot, stepscope_server
 
 pytestmark = [
     pytest.mark.browser,
@@ -172,3 +172,20 @@ def test_diff_picker_shows_an_unknown_experiment_as_such(browser, base):
     page.locator("#diff-operators tbody tr").first.wait_for(timeout=READY_MS)
     assert query(page)["diff_run"] == RUN
     ctx.close()  # (the unknown run's 404 is in the console: expected)
+
+
+@pytest.mark.parametrize("width", [1400, 1024])
+def test_the_new_notes_fit_the_page(browser, base, width):
+    """The notes these fixes added (a link's window, a refused Memory window, an unknown Diff
+    experiment) at a wide and a narrow window: screenshots, nothing overflowing sideways."""
+    for name, params, ready in (
+            ("trace_window_note", "view=Trace&start=-1000000000&end=-500000000",
+             "#trace-window-note:not(:empty)"),
+            ("memory_window_error", "view=Memory&start=500&end=100", "#memory-curve-error .error-panel"),
+            ("diff_unknown_experiment", "view=Diff&diff_run=nope&diff_worker=worker0", "#diff-run")):
+        ctx, page, _watch = open_page(browser, base, width=width)
+        page.goto(f"{base}/?run={RUN}&worker=worker0&{params}")
+        page.wait_for_selector(ready, timeout=READY_MS)
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= width, name
+        screenshot(page, f"url_state_{name}_{width}")
+        ctx.close()
