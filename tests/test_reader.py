@@ -190,6 +190,34 @@ def test_us_to_ns_of_json_text_equals_that_of_the_decoded_values(texts, absent):
     assert got[1].sum() >= (8 if texts is RAW_TIMES else 1)
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_plain_json_numbers_as_text_match_decimal(seed, monkeypatch):
+    """JSON numbers without an exponent, kept as text, are parsed without the byte-matrix
+    path (issue 19) and match Decimal: 0 to 5 fraction digits, negatives, integers, values
+    at and beyond int64's range (numpy saturates those: Decimal decides)."""
+    from stepscope.read import columns
+
+    def no_matrix(*a, **k):
+        raise AssertionError("plain numbers went through the byte-matrix parse")
+    monkeypatch.setattr(columns, "_text_us_to_ns", no_matrix)
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(5_000):
+        whole = str(rng.choice([0, rng.randint(1, 9), rng.randint(1, 10**rng.randint(1, 21))]))
+        frac = "".join(rng.choice("0123456789") for _ in range(rng.randint(0, 5)))
+        texts.append(rng.choice(["", "-"]) + whole + ("." + frac if frac else ""))
+    texts += ["9223372036854775807", "9223372036854775.807", "9223372036854775.808",
+              "-9223372036854775.808", "-9223372036854775.809", "9223372036854775808",
+              "-9223372036854775808", "9223372036854775", "9223372036854776", "0.0005",
+              "0.0015", "-0", "-0.000", "1712195495519689.0475"]
+    rng.shuffle(texts)
+    for group in (texts, texts[:1], [t for t in texts if "." in t and len(t.split(".")[1]) == 3]):
+        ns, ok = us_to_ns([msgspec.Raw(t.encode()) for t in group])
+        assert [(int(v) if o else 0, bool(o)) for v, o in zip(ns, ok)] == \
+            [_decimal_ns(t) for t in group]
+    assert ok.sum() > 500  # 3 fraction digits, the common case: one C parse, no scaling
+
+
 def test_kineto_json_text_is_parsed_without_decimal(monkeypatch):
     from stepscope.read import columns
 
