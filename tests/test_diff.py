@@ -236,6 +236,10 @@ def test_views_lists_diff_with_two_spans(kineto, client_for, tmp_path):
     one = client_for(tmp_path)
     wait_idle(one)
     assert "Diff" not in get(one, "views", run="only", worker="w")
+    (tmp_path / "only" / "broken.pt.trace.json").write_text("{not json")  # fails: not usable
+    two = client_for(tmp_path)
+    wait_idle(two)
+    assert "Diff" not in get(two, "views", run="only", worker="w")
 
 
 # -- generations, CPU vs GPU, two spans --------------------------------------------------------

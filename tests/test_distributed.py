@@ -170,6 +170,90 @@ def test_bad_inputs_give_notes():
     assert empty["ranks"]["ranks"] == [] and empty["straggler"] is None
 
 
+def test_ties_credit_no_rank_alone():
+    """Equal durations: nobody "arrived last"; ranks tied for the least wait are named
+    together, and not when they are the majority."""
+    colls = [("all_reduce", i * 1000, 500) for i in range(3)]
+    tie = combine([TraceSummary(f"w{r}", "1", summary(r, colls)) for r in (0, 1)], [])
+    assert tie["straggler"]["arrived_last"] == {"0": 0, "1": 0}
+    assert tie["straggler"]["rank"] is None and tie["straggler"]["ranks"] == []
+    slow = [("all_reduce", 0, 1_000_000)]
+    quick = [("all_reduce", 0, 1_500_000)]
+    four = combine([TraceSummary(f"w{r}", "1", summary(r, slow if r < 2 else quick))
+                    for r in range(4)], [])
+    st = four["straggler"]
+    assert st["rank"] is None and st["ranks"] == [0, 1]
+    assert st["text"].startswith("ranks 0 and 1 waited 0 µs") and st["text"].endswith("for ranks 0 and 1")
+    assert st["arrived_last"] == {"0": 0, "1": 0, "2": 0, "3": 0}
+    three = combine([TraceSummary(f"w{r}", "1", summary(r, slow if r < 3 else quick))
+                     for r in range(4)], [])
+    assert three["straggler"]["ranks"] == [] and three["straggler"]["text"].startswith("no straggler")
+    one = combine([TraceSummary(f"w{r}", "1", summary(r, slow if r == 2 else quick))
+                   for r in range(4)], [])
+    assert one["straggler"]["rank"] == 2 and one["straggler"]["ranks"] == [2]
+    assert one["straggler"]["arrived_last"] == {"0": 0, "1": 0, "2": 1, "3": 0}
+
+
+def test_bus_bandwidth_counts_the_world_not_the_traces_present():
+    """2 of 8 ranks traced, one all_reduce of 4 MiB with a transfer of 1 ms: algbw 4.194
+    GB/s, busbw x 2(8-1)/8 = 7.340 (the ranks present would give x 1)."""
+    def rank(r, world, groups=("0",)):
+        sm = summary(r, [("all_reduce", 0, 1_000_000)], world=world, groups=groups)
+        sm["bytes"] = np.array([4_194_304], np.int64)
+        return TraceSummary(f"w{r}", "1", sm)
+    row = combine([rank(0, 8), rank(1, 8)], [])["collectives"]["rows"][0]
+    assert row[0] == "all_reduce" and row[6] == 4.194 and row[7] == 7.34
+    alone = combine([rank(0, 8)], [])["collectives"]["rows"][0]
+    assert alone[7] == 7.34
+    unknown = combine([rank(0, None), rank(1, None)], [])["collectives"]["rows"][0]
+    assert unknown[7] == 4.194  # no world size: the 2 ranks present, factor 2(2-1)/2
+    sub = combine([rank(0, 8, ("0", "1")), rank(1, 8, ("0", "1"))], [])["collectives"]["rows"][0]
+    assert sub[7] == 4.194  # several process groups: their size is not known
+
+
+def test_the_latest_span_of_each_worker_is_shown():
+    quick, slow = [("all_reduce", 0, 100_000)], [("all_reduce", 0, 900_000)]
+    out = combine([TraceSummary("w0", "100", summary(0, quick)),
+                   TraceSummary("w0", "200", summary(0, slow)),
+                   TraceSummary("w1", "100", summary(1, slow)),
+                   TraceSummary("w1", "200", summary(1, quick))], [])
+    assert [r["span"] for r in out["ranks"]["ranks"]] == ["200", "200"]
+    assert out["straggler"]["rank"] == 1  # in span 200 rank 1 keeps rank 0 waiting
+    assert "worker w0 has 2 spans; the latest, span 200, is shown (100 left out)." in out["ranks"]["notes"]
+
+
+@pytest.mark.parametrize("names, ranks", [
+    (["worker0_step_12", "worker1_step_12"], [0, 1]),
+    (["rank-0.Apr_03_18_51_38", "rank-1.Apr_03_18_51_38"], [0, 1]),
+    (["host7", "host3"], [3, 7]),
+    (["a", "b"], [0, 1]),
+])
+def test_ranks_from_worker_names_tell_the_workers_apart(names, ranks):
+    out = combine([TraceSummary(w, "1", summary(None, [("all_reduce", 0, 10)])) for w in names], [])
+    assert [r["rank"] for r in out["ranks"]["ranks"]] == ranks
+    assert not any("both claim" in n for n in out["ranks"]["notes"])
+
+
+def test_a_run_whose_traces_all_failed_is_422(client_for, tmp_path):
+    from stepscope.errors import StepscopeError
+    with pytest.raises(StepscopeError) as e:
+        combine([], [("w0", "default", "not JSON"), ("w1", "default", "empty file")])
+    assert e.value.status == 422 and "none of the run's 2 traces" in e.value.detail
+    run = tmp_path / "broken"
+    run.mkdir()
+    (run / "worker0.pt.trace.json").write_text("{not json")
+    (run / "worker1.pt.trace.json").write_text('{"traceEvents": []}')
+    from stepscope.store.child import analyse_file
+    client = client_for(tmp_path, analyse=analyse_file)
+    for _ in range(200):
+        resp = client.get("/data/plugin/stepscope/distributed/ranks?run=broken")
+        if resp.status_code != 202:
+            break
+        time.sleep(0.05)
+    assert resp.status_code == 422 and "worker0" in resp.json["detail"]
+    assert client.get("/data/plugin/stepscope/distributed/straggler?run=broken").status_code == 422
+
+
 def test_combination_of_8_ranks_is_fast_and_sized_by_summaries():
     rng = np.random.default_rng(0)
     n, steps = 20_000, [(i * 1_000_000, (i + 1) * 1_000_000) for i in range(200)]

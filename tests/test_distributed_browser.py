@@ -42,6 +42,16 @@ def test_distributed_view_charts_straggler_deep_link_and_rank_click(browser, dlr
     page.wait_for_selector("#dist-heatmap .main-svg", timeout=READY_MS)
     page.wait_for_selector("#dist-collectives tbody tr", timeout=READY_MS)
     assert page.locator("#dist-collectives tbody tr").count() == 2  # all_to_all, all_reduce
+    # the per-rank table: each rank's average over its steps, as the API gives them
+    rows = page.locator("#dist-rank-table tbody tr")
+    assert rows.count() == 8
+    api_ranks = page.evaluate("(u) => fetch(u).then(r => r.json())", f"{dlrm_url}/distributed/ranks?run=dlrm")
+    for i in (0, 7):
+        steps = api_ranks["ranks"][i]["steps"]
+        want = [round(sum(s[k] for s in steps) / len(steps) + 1e-9) for k in ("total_us", "wait_us")]
+        cells = rows.nth(i).locator("td")
+        got = [int(cells.nth(c).get_attribute("title").replace(",", "").split()[0]) for c in (3, 8)]
+        assert cells.nth(0).inner_text() == str(i) and got == want, (got, want)
     screenshot(page, "frontend_distributed")
     # the step choice is in the URL and survives a reload
     step = page.locator("#dist-step option").nth(1).get_attribute("value")
@@ -50,6 +60,7 @@ def test_distributed_view_charts_straggler_deep_link_and_rank_click(browser, dlr
     page.reload()
     page.wait_for_selector("#dist-breakdown .main-svg", timeout=READY_MS)
     assert page.locator("#dist-step").input_value() == step
+    assert f"step {step}" in page.locator("#dist-rank-table").inner_text()
     # clicking a rank opens its overview
     page.locator("#dist-ranks a[data-rank='5']").click()
     page.wait_for_selector("#step-chart .main-svg", timeout=READY_MS)

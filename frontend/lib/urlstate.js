@@ -12,7 +12,8 @@ export const KEYS = ["run", "worker", "span", "view", "op_group_by", "op_pie",
 export const VIEW_KEYS = ["search", "sort", "dir", "page", "rows", "start", "end", "event",
   "mem_row", "stats_search", "stats_sort", "stats_dir", "stats_page", "stats_rows",
   "kdiff_search", "kdiff_sort", "kdiff_dir", "kdiff_page", "kdiff_rows", "mod_step",
-  "mod_focus", "mod_search", "mod_search_r", "mod_sort", "mod_dir", "mod_r_page", "mod_r_rows"];
+  "mod_focus", "mod_search", "mod_search_r", "mod_sort", "mod_dir", "mod_r_page", "mod_r_rows",
+  "rank_search", "rank_sort", "rank_dir", "rank_page", "rank_rows"];
 
 /** "?run=a&view=Kernel" -> {run: "a", view: "Kernel"} (empty values dropped). */
 export function parseState(search) {

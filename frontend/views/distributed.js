@@ -2,7 +2,8 @@
 // distributed/ranks, distributed/collectives and distributed/straggler (run only: the same
 // whatever worker/span is selected). Per-rank step breakdown (one stacked bar per rank, for
 // one step or the average: `dist_step` in the URL), overlap, wait vs transfer, a
-// rank x collective heat map of wait, the collectives table and the straggler line.
+// rank x collective heat map of wait, the per-rank table (the same step), the collectives
+// table and the straggler line.
 // Clicking a rank (a bar or its link) opens that rank's overview.
 import { drawHeatmap, drawStackedBars } from "../lib/charts.js";
 import { card, el, setChildren } from "../lib/dom.js";
@@ -67,6 +68,23 @@ function stepSelect(ctx, names, current) {
       names.map((n) => el("option", { value: n, selected: n === current }, `Step ${n}`))));
 }
 
+/** Columns of the per-rank table (SPEC §4.3), the µs values of `stepValue`. */
+export const RANK_COLUMNS = [
+  ["total_us", "Step time"], ["computation_us", "Computation"], ["communication_us", "Communication"],
+  ["overlap_us", "Overlap"], ["other_us", "Other"], ["wait_us", "Wait"], ["transfer_us", "Transfer"],
+];
+
+/** The per-rank table for `step` (or AVERAGE: means over each rank's steps, rounded to µs). */
+export function rankRows(ranks, step) {
+  const columns = [{ key: "rank", label: "Rank", kind: "count" }, { key: "worker", label: "Worker", kind: "text" },
+    { key: "steps", label: "Steps", kind: "count" },
+    ...RANK_COLUMNS.map(([key, label]) => ({ key, label, kind: "duration" }))];
+  const rows = (ranks ?? []).filter((r) => step === AVERAGE || (r.steps ?? []).some((s) => s.step === step))
+    .map((r) => ({ rank: r.rank, worker: r.worker, steps: (r.steps ?? []).length,
+      ...Object.fromEntries(RANK_COLUMNS.map(([key]) => [key, Math.round(stepValue(r, step, key))])) }));
+  return { columns, rows };
+}
+
 /** The straggler evidence table as shown, for its CSV: one row per rank (wait in µs). */
 export function evidenceRows(straggler) {
   const columns = [{ key: "rank", label: "Rank", kind: "text" }, { key: "wait_us", label: "Total wait", kind: "duration" },
@@ -82,9 +100,10 @@ function stragglerCard(straggler) {
       "No straggler analysis: it needs at least two ranks with collectives."));
   }
   const ranks = Object.keys(straggler.wait_us ?? {});
+  const named = new Set((straggler.ranks ?? [straggler.rank]).map(String));
   const evidence = el("table", { className: "data-table compact", id: "dist-evidence" },
     el("thead", {}, el("tr", {}, el("th", {}, "Rank"), el("th", { className: "num" }, "Total wait (µs)"), el("th", { className: "num" }, "Arrived last (times)"))),
-    el("tbody", {}, ranks.map((r) => el("tr", { className: String(straggler.rank) === r ? "highlight" : "" },
+    el("tbody", {}, ranks.map((r) => el("tr", { className: named.has(r) ? "highlight" : "" },
       el("td", {}, r), el("td", { className: "num" }, String(straggler.wait_us[r])),
       el("td", { className: "num" }, String(straggler.arrived_last?.[r] ?? 0))))));
   return card("Straggler", el("p", { id: "dist-straggler" }, el("strong", {}, straggler.text)),
@@ -92,6 +111,18 @@ function stragglerCard(straggler) {
     el("div", { className: "card-tools" }, csvButton("straggler_evidence.csv",
       "Download this table (wait in µs per rank) as CSV", () => evidenceRows(straggler), "dist-evidence-csv")),
     evidence);
+}
+
+function rankTableCard(ctx, ranks, step) {
+  const { columns, rows } = rankRows(ranks, step);
+  const table = createTable({ columns, rows, noun: "ranks", csvName: "ranks.csv", searchKeys: ["worker"],
+    searchPlaceholder: "Search workers…",
+    rowKey: (r) => String(r.rank), onRowClick: (row) => openRank(ctx, ranks.find((r) => r.rank === row.rank)),
+    ...tableState(ctx, "rank_") });
+  const section = card(step === AVERAGE ? "Per rank (average over its steps, µs)" : `Per rank (step ${step}, µs)`,
+    table.element);
+  section.id = "dist-rank-table";
+  return section;
 }
 
 function collectivesCard(ctx, body) {
@@ -140,7 +171,8 @@ export async function render(root, ctx) {
     `rank ${r.rank} (${r.worker})`)])));
   const stragglerBox = el("div", {}, loadingLine("Finding the straggler…"));
   const tableBox = el("div", {}, loadingLine("Loading collectives…"));
-  setChildren(root, el("div", { className: "stack-layout" }, notes, stragglerBox, breakdown, overlap, wait, heatCard, tableBox, links));
+  const rankTable = rankTableCard(ctx, ranks, step);
+  setChildren(root, el("div", { className: "stack-layout" }, notes, stragglerBox, breakdown, rankTable, overlap, wait, heatCard, tableBox, links));
   straggler.then((s) => ctx.alive() && setChildren(stragglerBox, stragglerCard(s)))
     .catch((err) => setChildren(stragglerBox, errorPanel(err)));
   collectives.then((c) => ctx.alive() && setChildren(tableBox, collectivesCard(ctx, c)))

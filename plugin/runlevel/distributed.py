@@ -24,6 +24,7 @@ import numpy as np
 
 from ..analysis.collectives import collectives_of, comm_split
 from ..analysis.intervals import covered, union
+from ..errors import StepscopeError
 from ..units import us, us_list
 from . import RunAnalysis, RunRoute, TraceSummary
 
@@ -94,37 +95,59 @@ def has_data(summary: dict | None, workers: int) -> bool:
 
 
 # -- over the run ----------------------------------------------------------------------------
-def _trailing_int(worker: str) -> int | None:
-    m = re.search(r"(\d+)$", worker)
-    return int(m.group(1)) if m else None
+def _name_ranks(workers: list[str], notes: list[str]) -> dict[str, int]:
+    """Ranks of workers without a ``distributedInfo`` rank, from their names: the trailing
+    integer (SPEC §4.3); when that does not tell them apart (``worker0_step_12``,
+    ``worker1_step_12``), the integer at the last place in the names where they differ
+    (``0`` and ``1``); else the worker's position. Each choice is noted."""
+    ints = {w: [int(x) for x in re.findall(r"\d+", w)] for w in workers}
+    trailing = {w: int(m.group(1)) for w in workers if (m := re.search(r"(\d+)$", w))}
+    places = {len(v) for v in ints.values()}
+    by_place = None
+    if len(set(trailing.values())) < len(trailing) and len(places) == 1 and len(workers) > 1:
+        for k in reversed(range(places.pop())):  # the last place where the names differ
+            values = [ints[w][k] for w in workers]
+            if len(set(values)) == len(values):
+                by_place = dict(zip(workers, values))
+                break
+    out = {}
+    for i, w in enumerate(workers):
+        if by_place is not None:
+            out[w] = by_place[w]
+            notes.append(f"worker {w} has no distributedInfo rank: rank {out[w]} is taken from "
+                         "its name (the number that differs between the workers' names).")
+        elif w in trailing:
+            out[w] = trailing[w]
+            notes.append(f"worker {w} has no distributedInfo rank: rank {out[w]} is taken "
+                         "from its name.")
+        else:
+            out[w] = i
+            notes.append(f"worker {w} has no distributedInfo rank and its name ends in no "
+                         f"number: it is shown as rank {i} (its position).")
+    return out
 
 
 def _pick_ranks(summaries: list[TraceSummary], notes: list[str]) -> list[tuple[int, TraceSummary]]:
-    """``[(rank, summary)]`` in rank order: one span per worker, one worker per rank."""
-    by_worker: dict[str, TraceSummary] = {}
-    for s in summaries:
+    """``[(rank, summary)]`` in rank order: one span per worker (its latest, as every route
+    of a span defaults to, SPEC §3), one worker per rank."""
+    spans: dict[str, list[TraceSummary]] = defaultdict(list)
+    for s in summaries:  # (in worker, then numeric span order)
         if not isinstance(s.summary, dict):
             notes.append(f"worker {s.worker} span {s.span} has no distributed summary (analysed "
                          "by an older version: clear the cache) and is left out.")
             continue
-        s = TraceSummary(s.worker, s.span, _with_arrays(s.summary))
-        if s.worker in by_worker:
-            notes.append(f"worker {s.worker} has several spans; span {by_worker[s.worker].span} "
-                         f"is shown, span {s.span} is left out.")
-            continue
-        by_worker[s.worker] = s
+        spans[s.worker].append(s)
+    by_worker: dict[str, TraceSummary] = {}
+    for worker, its in spans.items():
+        s = its[-1]
+        if len(its) > 1:
+            notes.append(f"worker {worker} has {len(its)} spans; the latest, span {s.span}, "
+                         f"is shown ({', '.join(o.span for o in its[:-1])} left out).")
+        by_worker[worker] = TraceSummary(worker, s.span, _with_arrays(s.summary))
+    named = _name_ranks([w for w, s in by_worker.items() if s.summary["rank"] is None], notes)
     picked: dict[int, TraceSummary] = {}
-    for i, (worker, s) in enumerate(by_worker.items()):
-        rank = s.summary["rank"]
-        if rank is None:
-            rank = _trailing_int(worker)
-            if rank is None:
-                rank = i
-                notes.append(f"worker {worker} has no distributedInfo rank and its name ends "
-                             f"in no number: it is shown as rank {rank} (its position).")
-            else:
-                notes.append(f"worker {worker} has no distributedInfo rank: rank {rank} is "
-                             "taken from its name.")
+    for worker, s in by_worker.items():
+        rank = s.summary["rank"] if s.summary["rank"] is not None else named[worker]
         if rank in picked:
             notes.append(f"workers {picked[rank].worker} and {worker} both claim rank {rank}; "
                          f"{worker} is left out.")
@@ -180,9 +203,11 @@ def _match(ranks: list[tuple[int, TraceSummary]], notes: list[str]):
         transfer = durs.min(axis=0)
         for row, (i, ix) in enumerate(zip(members, idx)):
             waits[i][ix] = durs[row] - transfer
-        np.add.at(last, np.array(members)[np.argmin(durs, axis=0)], 1)
+        alone = (durs == transfer).sum(axis=0) == 1  # one rank arrived last (ties: none)
+        np.add.at(last, np.array(members)[np.argmin(durs, axis=0)[alone]], 1)
         calls[op].append((transfer, nbytes, len(members)))
     return waits, last.tolist(), calls
+
 
 
 def _rank_entry(rank: int, s: TraceSummary, wait: np.ndarray) -> tuple[dict, int]:
@@ -213,8 +238,11 @@ def _rank_entry(rank: int, s: TraceSummary, wait: np.ndarray) -> tuple[dict, int
     return entry, total_wait
 
 
-def _collective_table(calls: dict[str, list[tuple[np.ndarray, np.ndarray, int]]]) -> dict:
-    """Chart table per op: calls, bytes total/avg, transfer total/avg, algbw/busbw (GB/s)."""
+def _collective_table(calls: dict[str, list[tuple[np.ndarray, np.ndarray, int]]],
+                      group_size: int | None) -> dict:
+    """Chart table per op: calls, bytes total/avg, transfer total/avg, algbw/busbw (GB/s).
+    ``group_size``: how many ranks take part in each collective, for the bus bandwidth's
+    factor (None: the ranks present that ran it)."""
     num = lambda n: {"type": "number", "name": n}  # noqa: E731
     columns = [{"type": "string", "name": "Name"}] + [num(n) for n in (
         "Calls", "Total Bytes", "Avg Bytes", "Total Transfer (µs)", "Avg Transfer (µs)",
@@ -228,7 +256,7 @@ def _collective_table(calls: dict[str, list[tuple[np.ndarray, np.ndarray, int]]]
         avg_b = round(total_b / int(known.sum()), 1) if known.any() else None
         known_t = int(transfer[known].sum())
         algbw = round(total_b / known_t, 3) if known.any() and known_t > 0 else None  # B/ns = GB/s
-        n = max(p[2] for p in parts)
+        n = group_size or max(p[2] for p in parts)
         factor = BUS_FACTOR.get(op, lambda n: 1.0)(n) if n > 1 else 1.0
         busbw = round(total_b / known_t * factor, 3) if algbw is not None else None
         calls_n, total_t = len(transfer), int(transfer.sum())
@@ -246,20 +274,28 @@ def _straggler(entries: list[dict], totals: list[int], last: list[int], n_coll: 
     evidence = {"wait_us": {str(r): us(t) for r, t in zip(ranks, totals)},
                 "arrived_last": {str(r): c for r, c in zip(ranks, last)},
                 "collectives": n_coll}
-    i = int(np.argmin(totals))
-    others = [t for k, t in enumerate(totals) if k != i]
-    median = float(np.median(others))
-    if not totals[i] < median / 2:
-        return {"rank": None, **evidence,
+    least = min(totals)
+    slow = [k for k, t in enumerate(totals) if t == least]  # (several when tied)
+    others = [t for k, t in enumerate(totals) if t != least]
+    # named when they wait less than half the others' median, and are not the majority
+    if len(slow) > len(others) or not least < float(np.median(others)) / 2:
+        return {"rank": None, "ranks": [], **evidence,
                 "text": "no straggler: every rank waits about as long as the others "
                         f"({_span(min(totals), max(totals))})."}
-    steps = len(entries[i]["steps"])
-    text = (f"rank {ranks[i]} waited {_span(totals[i], totals[i])}"
+    named = _and([str(ranks[k]) for k in slow])
+    steps = len(entries[slow[0]]["steps"])
+    text = (f"rank{'s' if len(slow) > 1 else ''} {named} waited {_span(least, least)}"
             + (f" in {steps} step{'s' if steps > 1 else ''}" if steps else "")
             + (f", the other {_span(others[0], others[0])}: it waits" if len(others) == 1 else
                f", the others {_span(min(others), max(others))}: they wait")
-            + f" for rank {ranks[i]}")
-    return {"rank": ranks[i], **evidence, "text": text}
+            + f" for rank{'s' if len(slow) > 1 else ''} {named}")
+    return {"rank": ranks[slow[0]] if len(slow) == 1 else None,
+            "ranks": [ranks[k] for k in slow], **evidence, "text": text}
+
+
+def _and(items: list[str]) -> str:
+    """``["0"]`` -> ``0``; ``["0", "1", "2"]`` -> ``0, 1 and 2``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def _span(lo_ns: int, hi_ns: int) -> str:
@@ -278,6 +314,11 @@ def _ms(ns: int) -> str:
 
 def combine(summaries: list[TraceSummary], failed: list[tuple[str, str, str]]) -> dict:
     """The run's distributed payloads from its ranks' summaries (see the module doc)."""
+    if failed and not summaries:
+        raise StepscopeError("no usable trace", f"none of the run's {len(failed)} trace"
+                             f"{'s' if len(failed) > 1 else ''} could be analysed ("
+                             + "; ".join(f"worker {w} span {s}: {e}" for w, s, e in failed[:3])
+                             + ("; ..." if len(failed) > 3 else "") + ").", status=422)
     notes: list[str] = [f"worker {w} span {s} could not be analysed and is left out: {e}"
                         for w, s, e in failed]
     ranks = _pick_ranks(summaries, notes)
@@ -302,9 +343,11 @@ def combine(summaries: list[TraceSummary], failed: list[tuple[str, str, str]]) -
         entries.append(entry)
         totals.append(total)
     n_coll = sum(len(p[0]) for parts in calls.values() for p in parts if p[2] > 1)
+    # one process group: every rank of the world takes part, traced or not
+    groups = {g for _r, s in ranks for g in s.summary["groups"]}
     return {
         "ranks": {"world_size": world, "ranks": entries, "notes": notes},
-        "collectives": _collective_table(calls),
+        "collectives": _collective_table(calls, world if worlds and len(groups) <= 1 else None),
         "straggler": _straggler(entries, totals, last, n_coll),
     }
 

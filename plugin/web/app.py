@@ -154,7 +154,8 @@ def views() -> Response:
         (run,) = params("run")
         if distributed_has_data(summary, len(store.workers(run))):
             names.append("Distributed")
-    if sum(sum(c.values()) for c in store.status().values()) >= 2:  # something to compare
+    # something to compare: two spans that are (or may become) usable
+    if sum(c["ready"] + c["loading"] for c in store.status().values()) >= 2:
         names.extend(p.name for p in PAIR_VIEWS)
     return json_response(names)
 

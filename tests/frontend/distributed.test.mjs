@@ -33,3 +33,18 @@ test("straggler evidence CSV: one row per rank as the table shows it", async () 
   const { columns, rows } = evidenceRows({ rank: 1, wait_us: { 0: 900, 1: 12 }, arrived_last: { 1: 5 } });
   assert.equal(csvText(columns, rows), "Rank,Total wait (us),Arrived last (times)\r\n0,900,0\r\n1,12,5\r\n");
 });
+
+test("per-rank table: the chosen step or each rank's average, rounded µs; CSV as shown", async () => {
+  const { rankRows } = await import("../../frontend/views/distributed.js");
+  const { csvText } = await import("../../frontend/lib/table_model.js");
+  const full = (step, base) => ({ step, total_us: base, computation_us: base - 40, communication_us: 25,
+    overlap_us: 5, other_us: 10, wait_us: 20, transfer_us: 10 });
+  const rs = [{ rank: 0, worker: "w0", steps: [full("1", 100), full("2", 101)] },
+    { rank: 1, worker: "w,1", steps: [full("2", 200)] }];
+  const avg = rankRows(rs, AVERAGE);
+  assert.deepEqual(avg.rows.map((r) => [r.rank, r.steps, r.total_us, r.computation_us]), [[0, 2, 101, 61], [1, 1, 200, 160]]);
+  assert.deepEqual(rankRows(rs, "1").rows.map((r) => r.rank), [0]); // a rank without that step: no row
+  assert.equal(csvText(avg.columns, avg.rows).split("\r\n")[0],
+    "Rank,Worker,Steps,Step time (us),Computation (us),Communication (us),Overlap (us),Other (us),Wait (us),Transfer (us)");
+  assert.equal(csvText(avg.columns, avg.rows).split("\r\n")[2], '1,"w,1",1,200,160,25,5,10,20,10');
+});
