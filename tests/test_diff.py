@@ -17,7 +17,7 @@ import time
 
 import pytest
 from conftest import PREFIX, ROOT, SHARED, query, until, wait_idle
-from tracebuild import launch, op, step
+from tracebuild import launch, op, step, user
 
 from stepscope.views.diff import OP_FIELDS, diff_overview
 
@@ -44,6 +44,11 @@ SPAN2 = [step(1, 0, 150), *launch("aten::mm", 10, 20, "sgemm", 15, 30, corr=1, e
          *launch("aten::mm", 40, 20, "sgemm", 45, 50, corr=2, ext=2), op("aten::relu", 70, 5)]
 #: a CPU-only worker: the same ops without runtime calls or kernels
 CPU = [step(1, 0, 100), op("aten::mm", 10, 20), op("aten::add", 40, 10)]
+#: a gloo rank waiting 600 µs in an all_reduce, then 100 µs (its collective op only enqueues)
+GLOO1 = [step(1, 0, 1000), op("aten::mul", 10, 20), op("c10d::allreduce_", 50, 5),
+         user("gloo:all_reduce", 100, 600)]
+GLOO2 = [step(1, 0, 900), op("aten::mul", 10, 30), op("c10d::allreduce_", 50, 5),
+         user("gloo:all_reduce", 100, 100)]
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +61,8 @@ def logdir(tmp_path_factory):
     write_trace(root / "hand" / "w.1.pt.trace.json", SPAN1)
     write_trace(root / "hand" / "w.2.pt.trace.json", SPAN2)
     write_trace(root / "handcpu" / "w.pt.trace.json", CPU)
+    write_trace(root / "gloo" / "w.1.pt.trace.json", GLOO1)
+    write_trace(root / "gloo" / "w.2.pt.trace.json", GLOO2)
     return root
 
 
@@ -307,6 +314,16 @@ def test_two_spans_of_one_worker_exact(client):
     assert s["text"] == "Step time +50 µs per step (slower, +50.00 %, 100 µs -> 150 µs), mostly Kernel +50 µs, Other +5 µs."
     assert s["evidence"][0]["text"] == "aten::mm: device self +50 µs per step (+1 call per step)"
     assert s["evidence"][-1]["text"] == "sgemm: total +50 µs per step (+1 call per step)"
+
+
+def test_cpu_collective_change_is_shown_by_its_ranges_and_what_offset_it(client):
+    """gloo: the wait lies in ``gloo:*`` ranges, not in operator rows; Communication -500 µs
+    of which Other took back 390 (aten::mul grew by 10)."""
+    s = get(client, "diff/overview", **pair(("gloo", "w", "1"), ("gloo", "w", "2")))["summary"]
+    assert s["text"] == ("Step time -100 µs per step (faster, -10.00 %, 1.0 ms -> 900 µs), "
+                         "mostly Communication -500 µs, offset by Other +390 µs.")
+    assert [e["text"] for e in s["evidence"]][:1] == ["gloo:all_reduce: host total -500 µs per step"]
+    assert s["evidence"][0]["kind"] == "range" and s["evidence"][-1]["kind"] == "operator"
 
 
 def test_same_span_on_both_sides_is_all_zero(client):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import StepscopeError
 from ..taxonomy import BREAKDOWN_ORDER
 from .diff_summary import summary
 from .registry import PairRoute, PairView
@@ -32,6 +33,8 @@ OP_FIELDS = {"calls": "calls", "host_self_us": "host_self_duration",
              "host_total_us": "host_total_duration", "device_self_us": "device_self_duration",
              "device_total_us": "device_total_duration"}
 OP_DEVICE = frozenset({"device_self_us", "device_total_us"})
+#: user-range diff fields (``module/ranges?flat=1`` fields of the same names)
+RANGE_FIELDS = ("calls", "host_total_us")
 #: kernel diff field -> kernel/table column name
 KERNEL_FIELDS = {"calls": "Calls", "total_us": "Total Duration (us)",
                  "mean_us": "Mean Duration (us)"}
@@ -186,11 +189,25 @@ def kernels_of(baseline, experiment) -> list[dict]:
                         exp_gpu=is_gpu(_overview(experiment)))
 
 
+def ranges_of(baseline, experiment) -> list[dict]:
+    """Per user-range name (``module/ranges?flat=1``), calls and host total of both sides
+    and the deltas: on CPU traces, the time of host collectives (``gloo:*``) lies in such
+    ranges, not in operator rows (an empty list when a side has no ranges)."""
+    def values(side) -> dict[tuple, dict]:
+        try:
+            rows = side.get("module/ranges", {"flat": "1"})
+        except StepscopeError:  # no Module view for this span
+            return {}
+        return {(r["name"], "range"): {f: r[f] for f in RANGE_FIELDS} for r in rows or ()}
+    return diff_tables(values(baseline), values(experiment), RANGE_FIELDS,
+                       (frozenset(), frozenset()))
+
+
 def overview_of(baseline, experiment) -> dict:
     """``diff/overview``: the breakdown diff plus the "what changed most" summary."""
     out = diff_overview(_overview(baseline), _overview(experiment))
     out["summary"] = summary(out, operators_of(baseline, experiment),
-                             kernels_of(baseline, experiment))
+                             kernels_of(baseline, experiment), lambda: ranges_of(baseline, experiment))
     return out
 
 

@@ -12,12 +12,13 @@ that side's step count, so spans with different numbers of steps compare fairly:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 #: categories whose time comes from device work: the evidence is device time then
 DEVICE_TIME = frozenset({"Kernel", "Memcpy", "Memset", "Communication"})
 LABELS = {"device_self_us": "device self", "host_self_us": "host self",
-          "total_us": "total"}
+          "host_total_us": "host total", "total_us": "total"}
 EVIDENCE = 3
 
 
@@ -59,16 +60,21 @@ def evidence(rows: list[dict], kind: str, field: str, steps: dict, sign: int) ->
             continue
         items.append({"kind": kind, "name": r["name"], "metric": field,
                       "delta_per_step_us": round(d, 1), "calls_delta_per_step": round(calls, 1),
-                      "text": f"{r['name']}: {LABELS[field]} {fmt_us(d, True)} per step "
-                              f"({_count(calls)} call{'' if abs(round(calls, 1)) == 1 else 's'} per step)"})
+                      "text": f"{r['name']}: {LABELS[field]} {fmt_us(d, True)} per step"
+                              + (f" ({_count(calls)} call{'' if abs(round(calls, 1)) == 1 else 's'}"
+                                 " per step)" if round(calls, 1) else "")})
     items.sort(key=lambda x: (sign * x["delta_per_step_us"] <= 0, -abs(x["delta_per_step_us"]),
                               x["name"]))
     return items[:EVIDENCE]
 
 
-def summary(ov: dict, operators: list[dict], kernels: list[dict]) -> dict[str, Any]:
+def summary(ov: dict, operators: list[dict], kernels: list[dict],
+            ranges: Callable[[], list[dict]] = list) -> dict[str, Any]:
     """``{"text", "evidence": [...]}``: the step-time change, the categories that moved it
-    most, and the operators (and kernels) that changed most per step."""
+    most, and the operators (and kernels) that changed most per step. When host collectives
+    moved it most (Communication, not both sides on a GPU: gloo), the user ranges
+    (``ranges()``: their diff rows) whose host total changed most come first: the time lies
+    in ``gloo:*`` ranges, and the collective ops themselves only enqueue the work."""
     b, e = ov["baseline"].get("Total"), ov["experiment"].get("Total")
     steps = ov["steps"]
     if b is None or e is None:
@@ -87,6 +93,9 @@ def summary(ov: dict, operators: list[dict], kernels: list[dict]) -> dict[str, A
     top = [(c, v) for c, v in moved if v * sign > 0][:2] or moved[:1]
     if top:
         text += ", mostly " + ", ".join(f"{c} {fmt_us(v, True)}" for c, v in top)
+        against = [(c, v) for c, v in moved if v * sign < 0]
+        if against and abs(top[0][1]) > 2 * abs(d):  # most of it cancelled out elsewhere
+            text += f", offset by {against[0][0]} {fmt_us(against[0][1], True)}"
     text += "."
     if steps["baseline"] != steps["experiment"]:
         text += (f" The baseline has {steps['baseline']} steps, the experiment "
@@ -95,6 +104,8 @@ def summary(ov: dict, operators: list[dict], kernels: list[dict]) -> dict[str, A
               and ov["device"]["baseline"] == ov["device"]["experiment"] == "GPU")
     field = "device_self_us" if device else "host_self_us"
     items = evidence(operators, "operator", field, steps, sign)
+    if top and top[0][0] == "Communication" and not device:
+        items = (evidence(ranges(), "range", "host_total_us", steps, sign)[:2] + items)[:EVIDENCE]
     if device:
         items += evidence(kernels, "kernel", "total_us", steps, sign)[:2]
     return {"text": text, "evidence": items}
