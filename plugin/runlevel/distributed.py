@@ -110,20 +110,21 @@ def _name_ranks(workers: list[str], notes: list[str]) -> dict[str, int]:
             if len(set(values)) == len(values):
                 by_place = dict(zip(workers, values))
                 break
-    out = {}
+    out, how = {}, {}
     for i, w in enumerate(workers):
         if by_place is not None:
-            out[w] = by_place[w]
-            notes.append(f"worker {w} has no distributedInfo rank: rank {out[w]} is taken from "
-                         "its name (the number that differs between the workers' names).")
+            out[w], how[w] = by_place[w], "the number that differs between the workers' names"
         elif w in trailing:
-            out[w] = trailing[w]
-            notes.append(f"worker {w} has no distributedInfo rank: rank {out[w]} is taken "
-                         "from its name.")
+            out[w], how[w] = trailing[w], "its name"
         else:
-            out[w] = i
-            notes.append(f"worker {w} has no distributedInfo rank and its name ends in no "
-                         f"number: it is shown as rank {i} (its position).")
+            out[w], how[w] = i, "its position: its name ends in no number"
+    if len(workers) <= 3:
+        notes += [f"worker {w} has no distributedInfo rank: rank {out[w]} is taken from "
+                  f"{how[w]}." for w in workers]
+    elif workers:  # one note, not one per rank of a big job
+        notes.append(f"{len(workers):,} workers have no distributedInfo rank: ranks are taken "
+                     f"from {how[workers[0]]} (" + ", ".join(f"{w} -> {out[w]}" for w in workers[:3])
+                     + ", ...).")
     return out
 
 
@@ -207,7 +208,6 @@ def _match(ranks: list[tuple[int, TraceSummary]], notes: list[str]):
         np.add.at(last, np.array(members)[np.argmin(durs, axis=0)[alone]], 1)
         calls[op].append((transfer, nbytes, len(members)))
     return waits, last.tolist(), calls
-
 
 
 def _rank_entry(rank: int, s: TraceSummary, wait: np.ndarray) -> tuple[dict, int]:
