@@ -182,6 +182,10 @@ TRAILING_STEP_RATIO = 1.25
 
 #: Runtime calls of AMD's HIP runtime (ROCm traces keep the `cuda_runtime` category).
 ROCM_RUNTIME_NAME = re.compile(r"^hip[A-Z]")
+#: HIP launch calls that take the grid as a global work size in work-items (OpenCL style),
+#: which the trace's ``args.grid`` records: the kernel's workgroups are ``grid / block``.
+#: ``hipLaunchKernel`` and ``hipModuleLaunchKernel`` record workgroups, as CUDA does.
+WORK_ITEM_LAUNCH = re.compile(r"^hip(Ext|Hcc)ModuleLaunchKernel$")
 #: deviceProperties names of AMD GPUs.
 AMD_DEVICE_NAME = re.compile(r"\b(AMD|Radeon|Instinct)\b|\bMI\d{3}", re.IGNORECASE)
 #: AMD architecture in a Tensile GEMM's name (``Cijk_..._ISA90a_...`` -> ``gfx90a``), for

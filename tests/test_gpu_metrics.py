@@ -6,6 +6,7 @@ import pytest
 from tracebuild import (
     NO_SHARED,
     build,
+    device,
     have_shared,
     kernel,
     launch,
@@ -68,6 +69,23 @@ def test_est_sm_efficiency_caps_concurrent_kernels_at_all_sms():
         kernel("c", 18, 4, grid=[10, 1, 1]),             # clipped at the step end: 1 x 2
     ])
     assert m[0]["Est. SM Efficiency"] == 67.5          # (2.5 + 5 + 4 + 2) / 20
+
+
+def test_rocm_launches_that_record_work_items_count_workgroups():
+    """hipExtModuleLaunchKernel records the grid in work-items: 8192 work-items in groups of
+    256 are 32 workgroups (0.32 of 100 CUs), not 8192 blocks (a full GPU);
+    hipLaunchKernel records workgroups, as CUDA does."""
+    mi = {"id": 0, "name": "AMD Instinct MI210", "numSms": 100, "gcnArchName": "gfx90a"}
+
+    def hip(api, name, ts, grid, corr):
+        return [runtime(api, ts, 1, corr=corr),
+                device("kernel", name, ts + 1, 10, corr=corr, grid=grid, block=[256, 1, 1])]
+    _, m = gpus([step(1, 0, 40), *hip("hipExtModuleLaunchKernel", "Cijk_a", 0, [8192, 1, 1], 1),
+                 *hip("hipLaunchKernel", "b", 20, [32, 1, 1], 2)], props=[mi])
+    assert m[0]["Est. SM Efficiency"] == 16.0         # (0.32 x 10 + 0.32 x 10) / 40
+    _, m = gpus([step(1, 0, 40), *hip("hipExtModuleLaunchKernel", "Cijk_a", 0, [8000, 1, 1], 1)],
+                props=[mi])
+    assert m[0]["Est. SM Efficiency"] == 8.0          # ceil(8000 / 256) = 32 workgroups
 
 
 def test_est_sm_efficiency_omitted_without_num_sms_or_grid():

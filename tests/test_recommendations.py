@@ -244,6 +244,38 @@ def test_runtime_dominant_names_the_top_runtime_calls():
     assert items["low_utilization"]["share"] == 4.0
 
 
+def test_runtime_advice_speaks_hip_on_rocm_and_names_a_one_time_call():
+    """ROCm: the HIP names of the synchronising calls and of graphs; one hipMalloc call of
+    70 µs out of 72 in 3 calls is a one-time cost, and the advice says so."""
+    mi = {"id": 0, "name": "AMD Instinct MI250X", "numSms": 110, "gcnArchName": "gfx90a"}
+    events = [step(1, 0, 100), op("aten::add", 0, 2, ext=1),
+              runtime("hipLaunchKernel", 0, 1, corr=1, ext=1), kernel("k", 1, 10, corr=1),
+              runtime("hipMalloc", 12, 70), runtime("hipMalloc", 85, 1), runtime("hipMalloc", 90, 1)]
+    items, _ = advice(events, props=(mi,))
+    rt = items["runtime_bound"]
+    assert "hipMalloc (72 µs in 3 calls, one of 70 µs)" in rt["evidence"]
+    assert "One hipMalloc call takes 70 µs of its 72: most likely a one-time cost" in rt["text"]
+    assert "hipDeviceSynchronize, hipStreamSynchronize" in rt["text"] and "cudaDevice" not in rt["text"]
+    assert "HIP graphs (torch.cuda.graphs)" in rt["text"]
+    nvidia, _ = advice([step(1, 0, 100), runtime("cudaDeviceSynchronize", 10, 80)])
+    assert "cudaDeviceSynchronize, cudaStreamSynchronize" in nvidia["runtime_bound"]["text"]
+    assert "one-time" not in nvidia["runtime_bound"]["text"]
+
+
+def test_other_spent_waiting_for_launched_gpu_work_is_not_blamed_on_the_host():
+    """The launch ends at 6 µs, its kernel starts at 60 (the GPU still ran work queued
+    before the trace): 54 of the 84 µs of Other wait for it."""
+    items, _ = advice([step(1, 0, 100), *launch("aten::add", 0, 6, "k", 60, 10, corr=1, ext=1,
+                                                 rt_dur=6, grid=[800, 1, 1], occupancy=80)])
+    other = items["other"]
+    assert other["share"] == 84.0
+    assert "in 54.0% of the step time the CPU had launched GPU work that had not started yet" in other["text"]
+    assert "54.0% waiting for launched GPU work to start" in other["evidence"]
+    idle, _ = advice([step(1, 0, 100), *launch("aten::add", 0, 6, "k", 6, 10, corr=1, ext=1,
+                                                rt_dur=6, grid=[800, 1, 1], occupancy=80)])
+    assert "record_function ranges" in idle["other"]["text"]  # nothing pending: the host idles
+
+
 def test_cpu_exec_dominant_names_the_top_host_self_operators():
     # a CPU-only step: 60 µs aten::conv2d (50 µs of it self), 10 µs in its child aten::add
     events = [step(1, 0, 100), op("aten::conv2d", 0, 60), op("aten::add", 10, 10),

@@ -136,8 +136,8 @@ def analyze(trace: Trace) -> Analysis:
         comm_kernel = communication_kernels(trace, links, tree)
         steps = find_steps(trace, links)
         ops_job = later(pool, _operator_accounts, trace, tree, links, tc_kernel)
-        breakdown = step_breakdown(trace, steps, comm_kernel, gpu=gpu)
-        gpus = gpu_summaries(trace, steps.window(), tc_kernel)
+        breakdown = step_breakdown(trace, steps, comm_kernel, gpu=gpu, links=links)
+        gpus = gpu_summaries(trace, steps.window(), tc_kernel, links.launcher)
         nodes, accounts, (stack_ids, stack_strings) = ops_job.result()
     tc_eligible_name = np.fromiter((bool(TENSOR_CORE_ELIGIBLE_OP.search(s)) for s in trace.strings),
                                    bool, len(trace.strings))
@@ -150,6 +150,7 @@ def analyze(trace: Trace) -> Analysis:
     op_pos = np.flatnonzero(table_mask(trace, tree, nodes))
     facts = gather_facts(trace, links, tree, tc_kernel, shares=shares, gpus=gpus, memory=memory,
                          host_self=(tree.rows[op_pos], nodes.host_self[op_pos]))
+    facts.device_wait_share = pct(breakdown.device_wait, total)
 
     notes = list(steps.notes)
     if links.owners_by_time:

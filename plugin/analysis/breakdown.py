@@ -28,6 +28,7 @@ from ..taxonomy import (
     Kind,
 )
 from .intervals import covered, sorted_unique, union
+from .links import Links
 from .steps import Steps
 
 
@@ -38,6 +39,9 @@ class Breakdown:
     categories: tuple[str, ...]
     values: np.ndarray   # (steps, categories) int64 ns
     totals: np.ndarray   # (steps,) int64 ns
+    #: ns of the steps' Other time in which launched device work had not started yet
+    #: (:func:`waiting_for_device`; measured only when Other is over a tenth of the steps)
+    device_wait: int = 0
 
     def check(self) -> None:
         assert (self.values >= 0).all()
@@ -98,9 +102,10 @@ def category_masks(trace: Trace, comm_kernel: np.ndarray, gpu: bool = True) -> d
 
 
 def step_breakdown(trace: Trace, steps: Steps, comm_kernel: np.ndarray,
-                   gpu: bool = True) -> Breakdown:
+                   gpu: bool = True, links: Links | None = None) -> Breakdown:
     """Charge each step's time to categories by priority (GPU categories only if ``gpu``; a
-    CPU trace shows Communication when it has host collectives)."""
+    CPU trace shows Communication when it has host collectives). With ``links``, how much
+    of a large Other waited for launched device work (:attr:`Breakdown.device_wait`)."""
     masks = category_masks(trace, comm_kernel, gpu)
     cpu_comm = not gpu and bool(masks["Communication"].any())
     cats = tuple(c for c in BREAKDOWN_ORDER if gpu or c not in GPU_BREAKDOWN_CATEGORIES
@@ -123,4 +128,26 @@ def step_breakdown(trace: Trace, steps: Steps, comm_kernel: np.ndarray,
         cov = covered(acc_s, acc_e, lo, hi)
         values[:, k] = cov - prev
         prev = cov
-    return Breakdown(categories=cats, values=values, totals=totals)
+    other = values[:, cats.index("Other")].sum()
+    wait = (waiting_for_device(trace, links, (acc_s, acc_e), lo, hi)
+            if links is not None and gpu and 10 * other > totals.sum() else 0)
+    return Breakdown(categories=cats, values=values, totals=totals, device_wait=wait)
+
+
+def waiting_for_device(trace: Trace, links: Links, busy: tuple[np.ndarray, np.ndarray],
+                       lo: np.ndarray, hi: np.ndarray) -> int:
+    """ns of ``[lo, hi)`` (the steps) outside ``busy`` (every charged interval: this is
+    Other time) in which launched device work had not started yet, from the end of its
+    launching call to its start: the GPU still ran work queued earlier (e.g. before the
+    profiler started), or the host and device clocks disagree. A vLLM graph replay on
+    MI300X: the host done 2.4 ms into the step, its first copy started at 8.4 ms."""
+    act = links.activity_rows
+    rt = links.launcher[act]
+    ok = rt >= 0
+    ps = trace.start[rt[ok]] + trace.dur[rt[ok]]
+    pe = trace.start[act[ok]]
+    keep = pe > ps
+    if not keep.any():
+        return 0
+    both = union(np.concatenate((busy[0], ps[keep])), np.concatenate((busy[1], pe[keep])))
+    return int(covered(*both, lo, hi).sum() - covered(*busy, lo, hi).sum())

@@ -23,7 +23,7 @@ from ..taxonomy import (
     Kind,
 )
 from .breakdown import name_mask
-from .gpu_metrics import GpuSummary
+from .gpu_metrics import GpuSummary, is_rocm
 from .intervals import sorted_unique
 from .links import Links
 from .memory import MemoryAnalysis
@@ -101,6 +101,10 @@ class Facts:
     shares: dict[str, float] = field(default_factory=dict)
     #: top runtime calls and top host-self operators: (name, total ns), largest first
     top_runtime: list[tuple[str, int]] = field(default_factory=list)
+    #: percent of the step time that is Other while launched device work had not started
+    device_wait_share: float = 0.0
+    #: of each top runtime call name: (number of calls, longest call ns)
+    runtime_calls: dict[str, tuple[int, int]] = field(default_factory=dict)
     top_host_self: list[tuple[str, int]] = field(default_factory=list)
     #: the tensor-core metric is "Matrix Cores" (ROCm)
     rocm: bool = False
@@ -159,6 +163,10 @@ def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarr
               shares=dict(shares))
     rt = np.flatnonzero(trace.kind == Kind.RUNTIME)
     f.top_runtime = top_names(trace, rt, trace.dur[rt])
+    for name, _ns in f.top_runtime:
+        durs = trace.dur[rt[trace.name[rt] == trace.strings.index(name)]]
+        f.runtime_calls[name] = (len(durs), int(durs.max()))
+    f.rocm = is_rocm(trace)
     if host_self is not None:
         f.top_host_self = top_names(trace, *host_self)
     kernels = np.flatnonzero(trace.kind == Kind.KERNEL)
@@ -180,7 +188,7 @@ def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarr
     # < 7): gpu_summaries leaves the tensor-core metric out exactly there, so a trace without
     # deviceProperties gets the same advice as one with them
     f.tc_supported = any(m.startswith("Kernel time using ") for g in gpus for m in g.metrics)
-    f.rocm = any("Kernel time using Matrix Cores" in g.metrics for g in gpus)
+    f.rocm = f.rocm or any("Kernel time using Matrix Cores" in g.metrics for g in gpus)
     f.tc_known = f.rocm or any(g.compute_capability for g in gpus)
 
     if len(sorted_unique(trace.device[kernels])) > 1:
@@ -266,7 +274,7 @@ def rule_launch_bound(f: Facts) -> Optional[Item]:
                  f"This run is kernel-launch bound: {count_share:.1f}% of the kernels run "
                  "shorter than the CPU call that launched them, and they take "
                  f"{f.short_kernel_time_share:.1f}% of the kernel time. Fuse small operations "
-                 "(torch.compile), use CUDA graphs, or increase the batch size.",
+                 f"(torch.compile), use {_graphs(f)}, or increase the batch size.",
                  f"{f.kernels_shorter_than_launch:,} of {f.kernels:,} kernels shorter "
                  f"than their launch; {f.short_kernel_time_share:.1f}% of kernel time",
                  f.shares.get("Runtime", 0.0))
@@ -279,10 +287,12 @@ def rule_low_sm_efficiency(f: Facts) -> Optional[Item]:
     if not low:
         return None
     ev = ", ".join(f"GPU{i}: SM efficiency {s:.2f}% vs utilization {u:.2f}%" for i, s, u in low)
+    units, unit, blocks = (("compute units", "CUs", "workgroups") if f.rocm else
+                           ("streaming multiprocessors", "SMs", "blocks"))
     return _item("low_sm_efficiency",
-                 f"Kernels leave many streaming multiprocessors idle ({ev}): many kernels "
-                 "launch fewer blocks than the GPU has SMs. Increase the batch size or fuse "
-                 "small kernels.", ev, f.shares.get("Kernel", 0.0))
+                 f"Kernels leave many {units} idle ({ev}): many kernels launch fewer {blocks} "
+                 f"than the GPU has {unit}. Increase the batch size or fuse small kernels.",
+                 ev, f.shares.get("Kernel", 0.0))
 
 
 def rule_low_occupancy(f: Facts) -> Optional[Item]:
@@ -367,16 +377,41 @@ def rule_runtime_bound(f: Facts) -> Optional[Item]:
     if not big(f, "Runtime", RUNTIME_SHARE):
         return None
     share = f"{f.shares['Runtime']:.1f}%"
-    top = quote(f.top_runtime)
+    top = ", ".join(_calls(f, name, ns) for name, ns in f.top_runtime)
+    api = "hip" if f.rocm else "cuda"
+    once = ""
+    if f.top_runtime:
+        name, ns = f.top_runtime[0]
+        calls, longest = f.runtime_calls.get(name, (1, 0))
+        if calls > 1 and 2 * longest > ns:  # one call dominates: a one-time cost
+            once = (f" One {name} call takes {round(longest / 1000):,} µs of its "
+                    f"{round(ns / 1000):,}: most likely a one-time cost (creating the "
+                    "context, loading the kernels at their first launch, a first allocation) "
+                    "that later steps do not pay; profile a few more steps "
+                    "(torch.profiler.schedule(wait, warmup, active)) to see the steady state.")
     return _item("runtime_bound",
                  f"This run is launch/synchronisation bound: {share} of the step time is in "
-                 f"CUDA/HIP runtime calls, the most expensive being {top}. Synchronising calls "
-                 "(cudaDeviceSynchronize, cudaStreamSynchronize, a blocking cudaMemcpy, "
-                 ".item(), .cpu(), printing a GPU tensor) make the CPU wait for the GPU: "
-                 "remove them from the step loop, copy with non_blocking=True, and launch "
-                 "fewer, larger kernels (torch.compile, CUDA graphs).",
+                 f"CUDA/HIP runtime calls, the most expensive being {top}.{once} Synchronising "
+                 f"calls ({api}DeviceSynchronize, {api}StreamSynchronize, a blocking "
+                 f"{api}Memcpy, .item(), .cpu(), printing a GPU tensor) make the CPU wait for "
+                 "the GPU: remove them from the step loop, copy with non_blocking=True, and "
+                 f"launch fewer, larger kernels (torch.compile, {_graphs(f)}).",
                  f"Runtime: {share} of the average step time; top calls: {top}",
                  f.shares["Runtime"])
+
+
+def _graphs(f: Facts) -> str:
+    """How to name graph capture: PyTorch's ``torch.cuda`` graphs are HIP graphs on ROCm."""
+    return "HIP graphs (torch.cuda.graphs)" if f.rocm else "CUDA graphs"
+
+
+def _calls(f: Facts, name: str, ns: int) -> str:
+    """``cudaFree (6,012 µs)``; ``cudaFree (6,012 µs in 4 calls, one of 6,000 µs)`` when
+    one call takes most of the time."""
+    calls, longest = f.runtime_calls.get(name, (1, ns))
+    if calls > 1 and 2 * longest > ns:
+        return f"{name} ({round(ns / 1000):,} µs in {calls:,} calls, one of {round(longest / 1000):,} µs)"
+    return f"{name} ({round(ns / 1000):,} µs)"
 
 
 def rule_cpu_bound(f: Facts) -> Optional[Item]:
@@ -413,6 +448,17 @@ def rule_other(f: Facts) -> Optional[Item]:
     if not big(f, "Other", OTHER_SHARE):
         return None
     share = f"{f.shares['Other']:.1f}%"
+    if 2 * f.device_wait_share > f.shares["Other"]:  # mostly waiting for queued GPU work
+        wait = f"{f.device_wait_share:.1f}%"
+        return _item("other",
+                     f"{share} of the step time has no recorded activity; in {wait} of the "
+                     "step time the CPU had launched GPU work that had not started yet: the GPU was "
+                     "still running work queued earlier, outside the trace (before the "
+                     "profiler started), or the host and GPU clocks disagree. The host is not "
+                     "the bottleneck here; profile more steps (torch.profiler.schedule(wait, "
+                     "warmup, active)) so the queued work is in the trace.",
+                     f"Other: {share} of the average step time; {wait} waiting for launched "
+                     "GPU work to start", f.shares["Other"])
     return _item("other",
                  f"{share} of the step time has no recorded activity: neither a host "
                  "operator, a runtime call nor GPU work. The process waits on something the "
