@@ -14,7 +14,8 @@ streaming scan of its top-level keys finds a ``traceEvents`` list within the fir
 (:class:`TopLevelScanner`; exports of analysis tools put a large ``metadata`` object first),
 or it is a list of events. The others are listed with the reason in
 :attr:`Scanner.skipped` (the ``runs`` answer) and logged once. Symlinks are followed (each
-real folder is visited once, so a link loop ends); hidden folders are skipped.
+real folder is visited once, so a link loop ends; a folder reached both directly and through
+a link keeps its own name); hidden folders and files are skipped.
 
 Names are display text and unique: bytes that are not UTF-8 show as U+FFFD, collisions get
 `` (2)``..., the root run is ``"."`` when a sub-folder has its name; ``FileInfo.path`` keeps
@@ -26,6 +27,7 @@ seconds reads only the files that changed.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 import re
@@ -396,6 +398,8 @@ class Scanner:
     def __init__(self, logdir: str):
         self.fs, self.logdir = filesystem(logdir)  # a local path or a URL (stepscope.fs)
         self._sniffed: dict[str, tuple[tuple[int, int, int], Sniff]] = {}
+        #: each folder's entries at the last complete walk (kept through a passing error)
+        self._listed: dict[str, list] = {}
         self.skipped: list[dict[str, str]] = []
 
     def root_name(self) -> str:
@@ -425,11 +429,15 @@ class Scanner:
         """
         if self.fs.remote:
             self.fs.refresh(self.logdir)
+        root = self.fs.realpath(self.logdir)
         seen: set[str] = set()
-        stack = [(".", self.logdir)]
-        while stack:
-            rel, folder = stack.pop()
-            real = self.fs.realpath(folder)
+        listed: dict[str, list] = {}
+        # folders in a fixed order, those reached through a link last: a real folder is
+        # named after its own path when it has one (a link `latest -> run3` beside it
+        # used to take run3's name in scandir's order, and links to its URLs went 404)
+        heap = [(False, ".", self.logdir, root)]
+        while heap:
+            _linked, rel, folder, real = heapq.heappop(heap)
             if real in seen:
                 continue
             seen.add(real)
@@ -441,16 +449,25 @@ class Scanner:
                 if not isinstance(e, OSError) and not self.fs.remote:
                     raise
                 log.debug("cannot list %s: %s", redact(folder), e)
-                continue
+                # a passing error (a remote timeout) keeps what the folder held: its runs
+                # and their analyses stay (they went, and were analysed again, once it passed)
+                entries = self._listed.get(folder)
+                if entries is None:
+                    continue
+            listed[folder] = entries
             files = []
             for entry in entries:
+                if entry.name.startswith("."):  # hidden: .git, .cache, macOS ._worker0...
+                    continue
                 if entry.is_dir:
-                    if not entry.name.startswith("."):
-                        child = entry.name if rel == "." else f"{rel}/{entry.name}"
-                        stack.append((child, entry.path))
+                    child = entry.name if rel == "." else f"{rel}/{entry.name}"
+                    child_real = self.fs.realpath(entry.path)
+                    linked = not self.fs.remote and child_real != self.fs.join(root, *child.split("/"))
+                    heapq.heappush(heap, (linked, child, entry.path, child_real))
                 elif entry.is_file:
                     files.append(entry)
             yield rel, folder, files
+        self._listed = listed  # (a walk stopped early keeps the last complete one)
 
     def snapshot(self) -> Snapshot:
         """``{run: {worker: {span: FileInfo}}}``, every level sorted (runs by name, workers
@@ -563,7 +580,8 @@ def shadow_note(info: FileInfo) -> dict | None:
     others = ", ".join(display_name(os.path.basename(p)) for p in info.shadowed)
     return {"level": "info", "code": "duplicate_file",
             "text": f"{others} and {info.name} give the same worker and span; "
-                    f"showing the newer file, {info.name}."}
+                    f"showing {info.name}, the newer file (the first by name when they are "
+                    "as old)."}
 
 
 def has_traces(logdir: str, max_folders: int = 10_000) -> bool:

@@ -257,11 +257,48 @@ def test_unusable_files_answer_422_and_others_still_work(client_for, tmp_path):
     assert wait_ready(client, "mixed", "good").status_code == 200
     status = client.get(query("runs")).json["status"]["mixed"]
     assert status == {"ready": 1, "loading": 0, "failed": 2}
-    # A failed file keeps its 422 until it changes; then it is analysed again.
-    assert client.get(query("overview", run="mixed", worker="empty")).status_code == 422
+    # A failed file keeps its 422 until it changes; then it is analysed again. Answering
+    # it does not grow the stored error's traceback (each raise added 5 frames: a leak).
+    from stepscope.web.app import app_store
+    job = app_store(client.application)._jobs[("mixed", "empty", "default")]
+    depth = []
+    for _ in range(3):
+        assert client.get(query("overview", run="mixed", worker="empty")).status_code == 422
+        tb, n = job.error.__traceback__, 0
+        while tb is not None:
+            tb, n = tb.tb_next, n + 1
+        depth.append(n)
+    assert depth[0] == depth[-1], depth
     shutil.copyfile(DLRM0, run / "empty.pt.trace.json")
     until(lambda: client.get(query("overview", run="mixed", worker="empty")).status_code
           == 200, what="re-analysis of the repaired file")
+
+
+def test_a_slow_first_scan_answers_202_not_404(client_for, tmp_path, monkeypatch):
+    """A log directory whose first scan outlasts the request's wait (many folders, remote):
+    the views answer 202 (loading), the listings 503 (try again), never 404 "unknown run"."""
+    import threading
+
+    from stepscope import discovery
+    from stepscope.store import scheduler
+    make_run(tmp_path / "r", ["worker0.pt.trace.json"])
+    gate = threading.Event()
+    real = discovery.Scanner.snapshot
+
+    def slow(self):
+        gate.wait(10)
+        return real(self)
+    monkeypatch.setattr(discovery.Scanner, "snapshot", slow)
+    monkeypatch.setattr(scheduler, "FIRST_SCAN_WAIT_S", 0.05)
+    client = client_for(tmp_path, analyse=lambda path, progress: FakeViews(path))
+    assert client.get(query("overview", run="r", worker="worker0")).status_code == 202
+    assert client.get(query("distributed/ranks", run="r")).status_code == 202
+    assert error_body(client.get(query("workers", run="r")), 503)["error"] == \
+        "still scanning the log directory"
+    gate.set()
+    until(lambda: client.get(query("overview", run="r", worker="worker0")).status_code == 200,
+          what="the analysis after the scan")
+    assert client.get(query("overview", run="nope", worker="worker0")).status_code == 404
 
 
 def test_a_bug_in_analysis_is_a_json_500_for_that_file_only(client_for, tmp_path, caplog):
@@ -456,6 +493,11 @@ def test_duplicate_file_note(client_for, tmp_path):
     overview = client.get(query("overview", run="r", worker="w")).json
     assert overview["file"] == "w.pt.trace.json.gz"
     assert [n["code"] for n in overview["notes"]] == ["duplicate_file", "fake"]
+    # the older file deleted: the note goes with it (the analysis is kept)
+    (run / "w.pt.trace.json").unlink()
+    until(lambda: [n["code"] for n in client.get(query("notes", run="r", worker="w")).json]
+          == ["fake"], what="the duplicate's note to go")
+    assert [n["code"] for n in client.get(query("overview", run="r", worker="w")).json["notes"]] == ["fake"]
 
 
 # -- reloading --------------------------------------------------------------------------

@@ -202,11 +202,24 @@ def test_json_and_json_gz_same_span_newer_wins_with_note(tmp_path):
     assert shadow_note(run["worker1"]["default"]) is not None
 
 
-def test_hidden_folders_skipped(tmp_path):
+def test_hidden_folders_and_files_skipped(tmp_path):
     write(tmp_path / "run" / "worker0.pt.trace.json")
     write(tmp_path / ".git" / "worker0.pt.trace.json")
     write(tmp_path / "run" / ".cache" / "worker0.pt.trace.json")
-    assert list(snapshot(str(tmp_path))) == ["run"]
+    write(tmp_path / "run" / "._worker0.pt.trace.json", b"\x00\x05\x16\x07")  # macOS AppleDouble
+    snap = snapshot(str(tmp_path))
+    assert list(snap) == ["run"] and list(snap["run"]) == ["worker0"]
+
+
+def test_a_folder_linked_beside_itself_keeps_its_own_name(tmp_path):
+    """``latest -> run3`` beside run3: the run stays "run3" whatever order the folder
+    lists its entries in; a folder reached only through a link is named by the link."""
+    for i in range(6):
+        write(tmp_path / f"run{i}" / "worker0.pt.trace.json")
+        (tmp_path / f"latest{i}").symlink_to(tmp_path / f"run{i}", target_is_directory=True)
+    write(tmp_path.parent / f"{tmp_path.name}_outside" / "w.pt.trace.json")
+    (tmp_path / "zz_link").symlink_to(tmp_path.parent / f"{tmp_path.name}_outside")
+    assert list(snapshot(str(tmp_path))) == [f"run{i}" for i in range(6)] + ["zz_link"]
 
 
 def test_symlinks_followed_and_loops_end(tmp_path):
@@ -314,3 +327,27 @@ def test_skipped_files_listed_and_logged_once(tmp_path, caplog):
     assert sorted(r.getMessage() for r in caplog.records) == [
         f"skipping {tmp_path}/key_averages.json: a profiler side file, not a trace",
         f"skipping {tmp_path}/sub/config.json: {NO_EVENTS}"]
+
+
+def test_a_folder_that_cannot_be_listed_for_now_keeps_its_runs():
+    """A passing listing error of a remote sub-folder (a timeout) keeps the runs found
+    there before; a folder never listed stays out."""
+    fsspec = pytest.importorskip("fsspec")
+    mem = fsspec.filesystem("memory")
+    for run in ("run1", "run2"):
+        mem.pipe(f"/passing/{run}/worker0.pt.trace.json", b'{"traceEvents": []}')
+    scanner = Scanner("memory://passing")
+    assert list(scanner.snapshot()) == ["run1", "run2"]
+    real_ls = type(scanner.fs.fs).ls
+
+    def flaky(self, path, *a, **k):
+        if path.rstrip("/").endswith("run1"):
+            raise TimeoutError("read timed out")
+        return real_ls(self, path, *a, **k)
+    try:
+        type(scanner.fs.fs).ls = flaky
+        assert list(scanner.snapshot()) == ["run1", "run2"]
+        assert list(Scanner("memory://passing").snapshot()) == ["run2"]  # never listed
+    finally:
+        type(scanner.fs.fs).ls = real_ls
+        mem.rm("/passing", recursive=True)

@@ -395,6 +395,19 @@ def test_absurd_timestamp_ignored_for_origin(tmp_path):
     assert "absurd_timestamps" in {n.code for n in trace.notes}
 
 
+@pytest.mark.parametrize("late", [1, 2])
+def test_two_even_groups_of_timestamps_keep_one_with_a_note(tmp_path, late):
+    """Events split in two equal groups decades apart: one group is kept (the earlier one)
+    and the other noted, never both dropped (a 422 blaming names and ids)."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"a{i}", "pid": 1, "tid": 1, "ts": 5 + i,
+               "dur": 5} for i in range(late)]
+    events += [{"ph": "X", "cat": "cpu_op", "name": f"b{i}", "pid": 1, "tid": 1,
+                "ts": 10**15 + i, "dur": 5} for i in range(late)]
+    trace = read_trace(_write(tmp_path, _doc(events)))
+    assert len(trace) == late and [trace.strings[n] for n in trace.events["name"]][0] == "a0"
+    assert "absurd_timestamps" in {n.code for n in trace.notes}
+
+
 def test_legacy_autograd_export(tmp_path):
     events = [
         {"name": "aten::mm", "ph": "X", "ts": 5, "dur": 10, "tid": 0, "pid": "CPU functions",

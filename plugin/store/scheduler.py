@@ -51,6 +51,13 @@ Key = tuple[str, str, str]  # (run, worker, span)
 FIRST_SCAN_WAIT_S = 10.0
 
 
+class StillScanning(StepscopeError):
+    """A run is asked for before the log directory's first scan is done: 503 for the
+    listing routes; the views answer 202 (:meth:`Store.lookup`)."""
+
+    status = 503
+
+
 @dataclass
 class Ready:
     """An analysed span: its views plus notes from discovery (e.g. duplicate files)."""
@@ -105,8 +112,18 @@ class Job:
 
     def ready(self, viewset: Any) -> Ready:
         """``viewset`` with the file's notes from discovery (a shadowed duplicate, say)."""
+        return Ready(viewset, self._file_notes(), self.info.path)
+
+    def _file_notes(self) -> list[dict]:
         note = shadow_note(self.info)
-        return Ready(viewset, [note] if note else [], self.info.path)
+        return [note] if note else []
+
+    def update_info(self, info) -> None:
+        """The same file seen by a newer scan: its notes follow (a duplicate deleted)."""
+        self.info = info
+        for ready in (self.result, self.early):
+            if ready is not None:
+                ready.file_notes = self._file_notes()
 
     def loading(self) -> Loading:
         """How far the job is; a job that has just ended says ``cache`` (the early views'
@@ -212,7 +229,7 @@ class Store:
                 same = job is not None and (job.info.path, job.info.signature) == (
                     info.path, info.signature)
                 if same and not _transient(job):
-                    job.info = info  # keep the newest list of shadowed files
+                    job.update_info(info)  # keep the newest list of shadowed files
                 elif stable or same:  # (same: failed for now, e.g. the scheduler was away)
                     if job is not None:
                         job.cancelled = True
@@ -332,6 +349,10 @@ class Store:
         self._wait_first_scan()
         workers = self._snapshot.get(run)
         if workers is None:
+            if not self._first_scan.is_set():  # (a log directory of many folders, remote)
+                raise StillScanning("still scanning the log directory",
+                                    "Its first scan is not done yet: try again in a few "
+                                    f"seconds ({echo(run)} may be among the runs).")
             raise NotFound(f"unknown run {echo(run)}",
                            "GET runs lists the runs under the log directory.")
         return workers
@@ -362,7 +383,10 @@ class Store:
         Raises NotFound (unknown run/worker/span), the file's error (422 TraceError, 500
         AnalysisBug) when its analysis failed. Moves the span's worker to the queue's front.
         """
-        key = self.resolve(run, worker, span)
+        try:
+            key = self.resolve(run, worker, span)
+        except StillScanning:  # the views wait for it as for an analysis
+            return Loading("queued", 0.0, 0.0)
         with self._lock:
             job = self._jobs.get(key)
             if job is None:  # discovered, not stable yet (still being written?)
@@ -371,7 +395,7 @@ class Store:
             if job.phase == "ready":
                 return job.result
             if job.phase == "failed":
-                raise job.error
+                raise job.error.with_traceback(None)  # (else each raise adds frames to it)
             self._prioritise(key)
             if early and job.early is not None:
                 return job.early
@@ -385,7 +409,10 @@ class Store:
         Spans that failed are passed to ``combine`` as ``(worker, span, error)``; the
         combination is kept until a span of the run changes (new job objects).
         """
-        keys = [(run, w, s) for w in self._run_of(run) for s in self._worker_of(run, w)]
+        try:
+            keys = [(run, w, s) for w in self._run_of(run) for s in self._worker_of(run, w)]
+        except StillScanning:
+            return Loading("queued", 0.0, 0.0)
         with self._lock:
             jobs = [self._jobs.get(k) for k in keys]
             waiting = [j for j in jobs if j is None or j.phase not in ("ready", "failed")]
