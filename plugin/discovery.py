@@ -415,7 +415,9 @@ class Scanner:
             return cached[1]
         verdict = Sniff(False, SIDE_FILE) if name in NOT_TRACES else sniff_file(path)
         self._sniffed[path] = (info.signature, verdict)
-        if not verdict.is_trace:
+        if not verdict.is_trace and (cached is None or cached[1] != verdict):
+            # (once per verdict: a trainer_state.json rewritten every step is not a trace
+            # again and again)
             log.warning("skipping %s: %s", display_name(path), verdict.reason)
         return verdict
 

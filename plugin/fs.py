@@ -293,10 +293,14 @@ def listing_error(location: str, exc: BaseException) -> StepscopeError:
     (the store unreachable); each names the (redacted) URL, never a credential."""
     url = redact(location)
     reason = scrub(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
+    if isinstance(exc, NotADirectoryError):
+        return NotFound(f"{url} is not a folder", f"{reason}. Give the folder that holds the "
+                        "traces (or their run folders), not a file.")
     if isinstance(exc, FileNotFoundError):
         return NotFound(f"{url} not found", f"{reason}. Check the bucket and prefix of the "
                         "log directory URL.")
-    if isinstance(exc, PermissionError):
+    if isinstance(exc, PermissionError) or type(exc).__name__ == "NoCredentialsError":
+        # (botocore's NoCredentialsError: no credentials found at all)
         return Forbidden(f"access to {url} denied", f"{reason}. Check the credentials the "
                          "storage library reads from the environment (e.g. AWS_ACCESS_KEY_ID "
                          "and AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and the permissions they "

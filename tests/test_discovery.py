@@ -351,3 +351,28 @@ def test_a_folder_that_cannot_be_listed_for_now_keeps_its_runs():
     finally:
         type(scanner.fs.fs).ls = real_ls
         mem.rm("/passing", recursive=True)
+
+
+def test_listing_errors_say_what_to_do():
+    """No credentials at all is a 403 about credentials (not "is the service reachable?");
+    a URL naming a file is a 404 asking for the folder."""
+    from stepscope.fs import listing_error
+
+    class NoCredentialsError(Exception):  # botocore's, by name
+        pass
+    denied = listing_error("s3://b/logs", NoCredentialsError("Unable to locate credentials"))
+    assert denied.status == 403 and "AWS_ACCESS_KEY_ID" in denied.detail
+    file = listing_error("file:///x/w.pt.trace.json", NotADirectoryError(20, "Not a directory"))
+    assert file.status == 404 and str(file).endswith("is not a folder") and "not a file" in file.detail
+
+
+def test_a_side_file_rewritten_every_step_is_logged_once(tmp_path, caplog):
+    import logging
+    caplog.set_level(logging.WARNING, logger="stepscope.discovery")
+    scanner = Scanner(str(tmp_path))
+    for step in range(4):
+        write(tmp_path / "trainer_state.json", json.dumps({"global_step": step}).encode(),
+              mtime=1_700_000_000 + step)
+        scanner.snapshot()
+    assert sum("trainer_state.json" in r.getMessage() for r in caplog.records) == 1
+    assert scanner.skipped[0]["file"] == "trainer_state.json"

@@ -408,6 +408,29 @@ def test_two_even_groups_of_timestamps_keep_one_with_a_note(tmp_path, late):
     assert "absurd_timestamps" in {n.code for n in trace.notes}
 
 
+def test_errors_name_the_actual_problem(tmp_path):
+    """UTF-16 text, an event list of no events, a gzip stream damaged from its start: each
+    422 says what is wrong (not "not JSON" with garbled bytes, not "stopped before the first
+    step", not "kept the data before the damage... nothing could be decompressed")."""
+    from stepscope.errors import TraceError
+    doc = _doc(GOOD).decode()
+    cases = {"u16.pt.trace.json": ("\ufeff" + doc).encode("utf-16-le"),
+             "u16be.pt.trace.json": doc.encode("utf-16-be"),
+             "ints.pt.trace.json": b'{"traceEvents": [1, 2, 3]}',
+             "gz.pt.trace.json.gz": gzip.compress(doc.encode())[:10] + b"\xff" * 20}
+    details = {}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(TraceError) as e:
+            read_trace(str(tmp_path / name))
+        details[name] = (e.value.status, e.value.error, e.value.detail)
+    assert details["u16.pt.trace.json"][:2] == details["u16be.pt.trace.json"][:2] == (422, "not UTF-8")
+    assert "Save it as UTF-8" in details["u16.pt.trace.json"][2]
+    assert "none of the 3 entries" in details["ints.pt.trace.json"][2]
+    gz = details["gz.pt.trace.json.gz"]
+    assert gz[1] == "damaged gzip" and "kept the data" not in gz[2] and "nothing could be" in gz[2]
+
+
 def test_legacy_autograd_export(tmp_path):
     events = [
         {"name": "aten::mm", "ph": "X", "ts": 5, "dur": 10, "tid": 0, "pid": "CPU functions",

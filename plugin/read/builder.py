@@ -311,6 +311,11 @@ class ColumnBuilder:
         """Join the chunks into a :class:`Trace` (origin = earliest kept start)."""
         name = self.name
         if not self.chunks and not self.memory:
+            if self.entries and self.non_events == self.entries:
+                raise TraceError("no events", f"none of the {self.entries:,} entries of "
+                                 f"{name}'s event list is an event (a JSON object with "
+                                 "\"ph\", \"name\", \"ts\"...). Is it a profiler trace?",
+                                 file=name)
             raise TraceError("no events", f"{name} holds no duration events "
                              f"({self.entries:,} entries in all). Was the profiler stopped "
                              "before the first step?", file=name)

@@ -110,6 +110,8 @@ class TextTimes(Event, gc=False):
 Entry = Union[Event, NotAnObject]
 #: The same, for pieces with fractional timestamps.
 TextTimesEntry = Union[TextTimes, NotAnObject]
+#: The start of UTF-16 text: a byte order mark, or ASCII ``{``/``[`` with a zero byte.
+_UTF16 = re.compile(rb"\xff\xfe|\xfe\xff|[{\[ \r\n\t]\x00|\x00[{\[ \r\n\t]")
 #: A ``ts`` with a fraction (``"ts": 1712195495519689.047``): the piece is decoded as
 #: :data:`TextTimesEntry`.
 _FRACTION_TS = re.compile(rb'"ts"\s*:\s*-?\d+\.')
@@ -412,6 +414,10 @@ def decode_document(buf: bytes, name: str) -> tuple[TraceObject, list[Event], li
 
 
 def not_json(buf: bytes, name: str, byte: int, why: str = "") -> TraceError:
+    if _UTF16.match(buf[:4]):  # PowerShell's ">" writes UTF-16
+        return TraceError("not UTF-8", f"{name} is UTF-16 text (as PowerShell's > writes "
+                          "it); JSON traces are UTF-8. Save it as UTF-8 (Out-File -Encoding "
+                          "utf8), or copy the file the profiler wrote.", file=name)
     snippet = buf[byte: byte + 40].decode("utf-8", "replace")
     return TraceError("not JSON", f"{name} is not a JSON trace (at byte {byte:,}: "
                       f"{snippet!r}{'; ' + why if why else ''}). Is it a profiler trace?",

@@ -138,7 +138,8 @@ def read_whole(path: str, notes: list[Note], limit: int | None = None) -> bytes:
     buf = b"".join(pieces)
     damage = [n for n in notes if n.code in ("gzip_damaged", "gzip_truncated")]
     if damage and not buf.strip():
-        raise TraceError("damaged gzip", f"{damage[0].text} Nothing could be decompressed "
+        where = damage[0].text.split("; kept the data before the damage.")[0]
+        raise TraceError("damaged gzip", f"{where}, and nothing could be decompressed "
                          "before the damage; copy the file again.", file=name)
     return buf
 
