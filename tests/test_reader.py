@@ -323,6 +323,8 @@ def test_truncated_tail_keeps_complete_events(tmp_path):
     assert [trace.name_of(i) for i in range(len(trace))] == \
         ["ProfilerStep#1", "aten::mm", "ProfilerStep#2"]
     assert [n.code for n in trace.notes] == ["truncated"]
+    # SPEC §1.4: the note says what survives
+    assert trace.notes[0].text.endswith("3 duration events survive, 2 of them complete ProfilerSteps.")
 
 
 @pytest.fixture(params=["isal", "zlib"])

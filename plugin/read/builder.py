@@ -356,6 +356,9 @@ class ColumnBuilder:
         if self.flows:
             _link_legacy_flows(cols, self.flows)
             self.flows = []
+        steps = int((cols["kind"] == Kind.STEP).sum())
+        notes = [_survivors(n, len(cols["kind"]), steps) if n.code == "truncated" else n
+                 for n in notes]
         origin_rel = int(cols["start"].min()) if len(cols["kind"]) else 0
         cols["start"] -= origin_rel
         memory = _concat(self.memory, MEMORY_COLUMNS)
@@ -386,6 +389,14 @@ class ColumnBuilder:
                             f"({fields}); an event whose name, pid/tid, ts or dur is unusable "
                             "is dropped."))
         return out
+
+
+def _survivors(note: Note, events: int, steps: int) -> Note:
+    """The truncation note, saying what survives (SPEC §1.4)."""
+    kept = (f"{events:,} duration events survive, {steps:,} of them complete "
+            f"ProfilerStep{'s' if steps != 1 else ''}." if steps else
+            f"{events:,} duration events survive, no complete ProfilerStep among them.")
+    return Note(note.level, note.code, f"{note.text} {kept}")
 
 
 #: The args of an event that has none (every field None).
