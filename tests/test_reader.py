@@ -23,6 +23,7 @@ from stepscope.read.reader import read_trace
 from stepscope.taxonomy import Kind
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 ALL_FILES = sorted(p for p in TRACES.rglob("*.json*") if not p.name.endswith(".jsonl"))
 NS_2024 = next((TRACES / "hta_v100_resnet_ns_2024").glob("*.json.gz"), TRACES / "missing")
 RESNET0 = TRACES / "kineto_resnet50" / "resnet50_num_workers_0" / "worker0.pt.trace.json.gz"
@@ -233,9 +234,9 @@ def test_pieces_with_fractional_timestamps_keep_them_as_text(tmp_path, monkeypat
     """A piece whose first timestamps have fractions is decoded with ts and dur as text
     (2024 formats, issue 19); a trace reads the same either way, odd values included."""
     from stepscope.read import decode
-    from stepscope.read.decode import TextTimes, decode_chunk
-    assert type(decode_chunk(b'[{"ph": "X", "ts": 1.5, "dur": 2}]')[0]) is TextTimes
-    assert type(decode_chunk(b'[{"ph": "X", "ts": 15, "dur": 2.5}]')[0]) is not TextTimes
+    from stepscope.read.decode import decode_chunk
+    assert type(decode_chunk(b'[{"ph": "X", "ts": 1.5, "dur": 2}]')[0].ts) is msgspec.Raw
+    assert type(decode_chunk(b'[{"ph": "X", "ts": 15, "dur": 2.5}]')[0].ts) is int
     events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1,
                "ts": t, "dur": 1.25} for i, t in enumerate(
                    ["<1712195495519689.047>", 1712195495519690, "1712195495519691.5", None, True,
@@ -257,6 +258,66 @@ def test_pieces_with_fractional_timestamps_keep_them_as_text(tmp_path, monkeypat
     assert as_text[0] == 1712195495519689047 and as_text[1]["start"] == "[0, 953, 2453, 2953, 3953, 5203]"
     assert as_text[1]["dur"].endswith(", 2500]") and "dropped 4 events" in " ".join(as_text[2])
     assert "ignored 3 entries" in " ".join(as_text[2])
+
+
+def _read_both_ways(path, monkeypatch) -> tuple:
+    """The trace of ``path`` read with the per-phase structs and with the loose ones."""
+    from stepscope.read import decode, reader
+
+    def read(by_phase: bool):
+        monkeypatch.setattr(reader, "decode_events",
+                            lambda chunk, _by_phase: decode.decode_events(chunk, by_phase))
+        t = read_trace(str(path))
+        assert [type(e).__name__.startswith("Event_") for e in
+                decode.decode_events(b'[{"ph": "X"}]', by_phase)[0]] == [by_phase]
+        return (t.origin_ns, {k: str(v.tolist()) for k, v in t.events.items()}, t.strings,
+                t.threads, t.shapes, t.stacks, t.comms,
+                {k: v.tolist() for k, v in t.memory.items()}, t.phase_counts,
+                [(n.code, n.text) for n in t.notes])
+    return read(True), read(False)
+
+
+@pytest.mark.parametrize("sample", sorted(p.name for p in (SAMPLES / "logs").glob("*/*.json.gz"))[:3])
+def test_per_phase_structs_read_the_samples_as_the_loose_ones(sample, monkeypatch):
+    """Decoding each phase with its own struct (issue 19: fewer fields to look keys up in)
+    gives the trace the loose :class:`Event` gave: memory, flows, metadata, shapes."""
+    path, = (SAMPLES / "logs").glob(f"*/{sample}")
+    by_phase, loose = _read_both_ways(path, monkeypatch)
+    assert by_phase == loose and by_phase[1]["start"].count(",") > 100
+
+
+def test_per_phase_structs_read_every_kind_of_event_as_the_loose_ones(tmp_path, monkeypatch):
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 10, "dur": 5,
+         "args": {"Input Dims": [[2, 3], [3, 4]], "Input type": ["float"], "External id": 7,
+                  "Call stack": "a.py(1): f;b.py(2): g", "Sequence number": 1}},
+        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 2, "ts": 20,
+         "dur": 5, "args": {"Collective name": "allreduce", "In msg nelems": 100,
+                            "Out msg nelems": 100, "dtype": "Float", "Process Group Name": "0"}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2,
+         "ts": 11, "dur": 2, "args": {"correlation": 9, "External id": 7, "cbid": 211}},
+        {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 14, "dur": 3,
+         "args": {"device": 0, "stream": 7, "correlation": 9, "grid": [4, 1, 1],
+                  "block": [128, 1, 1], "blocks per SM": 0.5, "est. achieved occupancy %": 25,
+                  "queued": 0, "registers per thread": 32}},
+        {"ph": "X", "cat": "Operator", "name": "old", "pid": 1, "tid": "3", "ts": 30, "dur": 1,
+         "args": {"Input dims": [[1]], "external id": 8}},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 2, "ts": 12,
+         "s": "t", "args": {"Device Type": 1, "Device Id": 0, "Addr": 123, "Bytes": 512,
+                            "Total Allocated": 512, "Total Reserved": 2048}},
+        {"ph": "s", "id": 9, "pid": 1, "tid": 2, "ts": 11, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 9, "pid": 0, "tid": 7, "ts": 14, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        {"ph": "s", "id": 4, "pid": "CPU functions", "tid": 2, "ts": 10, "cat": "cpu_to_cuda"},
+        {"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "python"}},
+        {"ph": "C", "name": "counter", "pid": 1, "ts": 5, "args": {"x": 1}},
+        {"ph": "X", "cat": "cpu_op", "name": "odd", "pid": 1, "tid": 2, "ts": 40, "dur": 1,
+         "args": [1, 2]},
+    ]
+    path = tmp_path / "every.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    by_phase, loose = _read_both_ways(path, monkeypatch)
+    assert by_phase == loose
+    assert by_phase[7]["bytes"] == [512] and by_phase[6] == [("allreduce", 100, 100, "Float", "0")]
 
 
 def test_links_and_metadata():
@@ -580,11 +641,11 @@ def test_an_error_in_a_helper_is_raised_by_the_reader(tmp_path, monkeypatch):
     path = _write(tmp_path, _doc(events))
     _small_pieces(monkeypatch, 5_000)
 
-    def too_deep(decode_chunk):
-        def deep(chunk):
+    def too_deep(decode_events):
+        def deep(chunk, by_phase):
             raise RecursionError("maximum recursion depth exceeded")
         return deep
-    _in_helpers(monkeypatch, "decode_chunk", too_deep)
+    _in_helpers(monkeypatch, "decode_events", too_deep)
     sent = _count_jobs_sent(monkeypatch)
     before = set(psutil.Process().children())  # (a forkserver of other tests, ...)
     with pytest.raises(TraceError) as e:
@@ -611,8 +672,8 @@ def test_chunk_cut_inside_args_is_joined(tmp_path, monkeypatch, helpers, window)
 
         monkeypatch.setattr(decode, "PIECE_BYTES", 3_000)
         monkeypatch.setattr(decode, "TAIL_CUT_BYTES", 20_000)  # (the events: one chunk)
-        monkeypatch.setattr(reader, "decode_chunk",
-                            lambda chunk: decoded.append(1) or decode.decode_chunk(chunk))
+        monkeypatch.setattr(reader, "decode_events", lambda chunk, by_phase:
+                            decoded.append(1) or decode.decode_events(chunk, by_phase))
     else:
         monkeypatch.setattr(decode, "CHUNK_BYTES", 3_000)
     if window == 16:

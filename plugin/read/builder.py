@@ -24,7 +24,7 @@ from ..errors import TraceError
 from ..model import EVENT_COLUMNS, MEMORY_COLUMNS, Note, Trace
 from ..taxonomy import DEVICE_KINDS, HOST_KINDS, STEP_KINDS, STEP_NAME, Kind, category_kind
 from .columns import INT64_MAX, INT64_MIN, float_column, int_column, us_to_ns
-from .decode import Args, Event, TraceObject, decode_any
+from .decode import Args, Event, EventArgs, MemoryArgs, TraceObject, decode_any
 from .metadata import checked_metadata, metadata_note
 
 #: Events further than this from the median start are absurd (e.g. a `Record Window End`
@@ -403,7 +403,7 @@ def _survivors(note: Note, events: int, steps: int) -> Note:
 _NO_ARGS = Args()
 _TEXT = frozenset({str, type(None)})
 _LANE = frozenset({str, int, type(None)})
-_ARGS = frozenset({Args, type(None)})
+_ARGS = frozenset({Args, EventArgs, MemoryArgs, type(None)})
 _INT = frozenset({int})
 _LIST = frozenset({list})
 #: phase -> is the end of a flow (``s`` or ``f``)

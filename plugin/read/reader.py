@@ -34,8 +34,8 @@ from .decode import (
     NeedWholeDocument,
     Split,
     cut_piece,
-    decode_chunk,
     decode_document,
+    decode_events,
     decode_tail,
     join_chunks,
 )
@@ -166,9 +166,9 @@ def build_local(chunk) -> Part | None:
     free per entry: 2.65 µs for 32 MB at once, 1.96 µs by 1 MB pieces; 2021 format 3.06 ->
     2.52 µs)."""
     builder = ColumnBuilder("")
-    lo = 0
+    lo, by_phase = 0, True
     while lo < len(chunk):
-        events, lo = _decode_piece(chunk, lo)
+        events, lo, by_phase = _decode_piece(chunk, lo, by_phase)
         if events is None:
             return None
         builder.add(events)
@@ -176,19 +176,21 @@ def build_local(chunk) -> Part | None:
     return builder.export()
 
 
-def _decode_piece(chunk, lo: int) -> tuple[list | None, int]:
-    """The events of the piece of ``chunk`` that starts at ``lo`` and where the next starts
-    (:func:`~.decode.cut_piece`); None when the rest of the chunk does not decode. When the
+def _decode_piece(chunk, lo: int, by_phase: bool) -> tuple[list | None, int, bool]:
+    """The events of the piece of ``chunk`` that starts at ``lo``, where the next starts
+    (:func:`~.decode.cut_piece`) and whether to decode it per phase (once a piece of the
+    chunk needed the loose structs, its next ones are decoded with them at once:
+    :func:`~.decode.decode_events`); None when the rest of the chunk does not decode. When the
     piece does not decode (its end was a ``},{`` inside an event), the rest of the chunk is
     decoded at once, as a chunk was before it was decoded in pieces: trying the next boundary
     and the next would decode the piece over and over where most ``},{`` are inside events
     (args holding lists of objects)."""
     piece, hi = cut_piece(chunk, lo)
-    events = decode_chunk(piece)
+    events, by_phase = decode_events(piece, by_phase)
     if events is None and hi < len(chunk):
         piece, hi = cut_piece(chunk, lo, len(chunk))
-        events = decode_chunk(piece)
-    return events, hi
+        events, by_phase = decode_events(piece, by_phase)
+    return events, hi, by_phase
 
 
 class _Job:
