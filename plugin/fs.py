@@ -162,7 +162,12 @@ class FsspecFS:
         return _stat_of(info)
 
     def scandir(self, folder: str) -> Iterator[Entry]:
-        for info in self.fs.ls(folder, detail=True):
+        infos = self.fs.ls(folder, detail=True)
+        if len(infos) == 1 and infos[0].get("type") == "file" and \
+                self.url(infos[0]["name"].rstrip("/")) == folder.rstrip("/"):
+            # fsspec lists a file as itself: the URL names a file, not a folder
+            raise NotADirectoryError(20, "Not a directory", folder)
+        for info in infos:
             path = self.url(info["name"].rstrip("/"))
             name = path.rsplit("/", 1)[-1]
             kind = info.get("type")

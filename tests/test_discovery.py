@@ -376,3 +376,18 @@ def test_a_side_file_rewritten_every_step_is_logged_once(tmp_path, caplog):
         scanner.snapshot()
     assert sum("trainer_state.json" in r.getMessage() for r in caplog.records) == 1
     assert scanner.skipped[0]["file"] == "trainer_state.json"
+
+
+def test_a_remote_url_naming_a_file_is_refused_as_not_a_folder():
+    """As a local path naming a file is: not a run named after the file."""
+    fsspec = pytest.importorskip("fsspec")
+    from stepscope.errors import StepscopeError
+    mem = fsspec.filesystem("memory")
+    mem.pipe("/afile/run1/trace.json", b'{"traceEvents": []}')
+    try:
+        with pytest.raises(StepscopeError) as e:
+            Scanner("memory://afile/run1/trace.json").snapshot()
+        assert e.value.status == 404 and "is not a folder" in str(e.value)
+        assert list(Scanner("memory://afile").snapshot()) == ["run1"]
+    finally:
+        mem.rm("/afile", recursive=True)

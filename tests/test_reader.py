@@ -287,6 +287,8 @@ def test_per_phase_structs_read_the_samples_as_the_loose_ones(sample, monkeypatc
 
 
 def test_per_phase_structs_read_every_kind_of_event_as_the_loose_ones(tmp_path, monkeypatch):
+    from stepscope.read.decode import MEMORY_ARGS, X_ARGS, Args
+    assert sorted(X_ARGS + MEMORY_ARGS) == sorted(Args.__struct_fields__)  # none forgotten
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 10, "dur": 5,
          "args": {"Input Dims": [[2, 3], [3, 4]], "Input type": ["float"], "External id": 7,
