@@ -88,6 +88,11 @@ def test_rocm_launches_that_record_work_items_count_workgroups():
     assert m[0]["Est. SM Efficiency"] == 8.0          # ceil(8000 / 256) = 32 workgroups
 
 
+def test_an_empty_gpu_name_is_left_out():
+    o, _ = gpus([step(1, 0, 40), kernel("a", 0, 10)], props=[{"id": 0, "name": "  "}])
+    assert o["gpu_metrics"]["gpus"][0]["name"] is None  # (vLLM's deviceProperties: "")
+
+
 def test_est_sm_efficiency_omitted_without_num_sms_or_grid():
     _, m = gpus([step(1, 0, 40), kernel("a", 0, 10, grid=[5, 1, 1])],
                 props=[{"id": 0, "name": "x"}])

@@ -152,7 +152,8 @@ def gpu_summaries(trace: Trace, window: tuple[int, int], tc_kernel: np.ndarray,
         major, minor = props.get("computeMajor"), props.get("computeMinor")
         cc = f"{major}.{minor}" if isinstance(major, int) and isinstance(minor, int) else None
         mem = props.get("totalGlobalMem")
-        summary = GpuSummary(id=int(dev), name=props.get("name"),
+        name = props.get("name")
+        summary = GpuSummary(id=int(dev), name=name if isinstance(name, str) and name.strip() else None,
                              memory_bytes=mem if isinstance(mem, int) else None,
                              compute_capability=cc,
                              arch=amd_arch(trace, props, rows) if rocm else None)
