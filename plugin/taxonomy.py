@@ -157,8 +157,10 @@ TENSOR_CORE_KERNEL = LowercasePattern(
     r"nvjet_|sm(90|100|101|103|120)a?_\w*?(gemm|mma|tensorop|fprop|dgrad|wgrad|conv)|"
     # fp8/fp4 GEMMs (cuBLASLt, CUTLASS, DeepGEMM, Triton mxfp4 matmuls)
     r"^(?=.*(e4m3|e5m2|e2m1|fp8|fp4))(?=.*(gemm|matmul))|"
-    # FlashAttention (1-3, also PyTorch's pytorch_flash), FMHA, Triton flash attention
+    # FlashAttention (1-3, also PyTorch's pytorch_flash), FMHA, Triton flash attention,
+    # vLLM's Triton attention (tl.dot: MFMA / tensor cores)
     r"flash_fwd|flash_bwd|flash::(flashattn|compute_attn)|fmha|^_?attn_(fwd|bwd)|"
+    r"^kernel_unified_attention_[23]d|"
     # AMD matrix cores: MFMA, Tensile GEMMs with an MFMA (MI) tile, CK xdl(ops), MIOpen
     # xdlops implicit GEMMs (gtcx*)
     r"mfma|^cijk_\w*_mt\d+x\d+x\d+\w*_mi\d+x\d+x\d+|xdl|^igemm_\w+_gtcx",

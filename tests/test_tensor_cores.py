@@ -49,6 +49,7 @@ TENSOR_CORE_NAMES = [
     "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x192x64_MI16x16x1_SN_LDSB1_AFC1_ISA942",
     "igemm_fwd_gtcx2_nhwc_bf16_bx0_ex1_bt64x64x64_wt16x16x16_ws1x1_wr2x2_ta1x8x2x1_1x8x1x32",
     "attn_fwd",
+    "kernel_unified_attention_3d", "kernel_unified_attention_2d",  # vLLM (Triton, tl.dot)
     "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu",
     "void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<ck::half_t>>",
     "__amd_rocclr_mfma_f32_32x32x8f16",
