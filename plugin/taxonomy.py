@@ -225,7 +225,9 @@ PHASE_PRIORITY = ("DataLoader", "Optimizer", "Backward", "Forward")
 PHASE_RANGE_NAMES = {"dataloader": "DataLoader", "forward": "Forward", "backward": "Backward",
                      "optimizer": "Optimizer", "optimizerstep": "Optimizer",
                      "zerograd": "Optimizer"}
-PHASE_NAME_STRIP = re.compile(r"[#\s_]+")
+#: What surrounds a phase name (``## Forward ##``); inside, ``_`` or a space between words
+#: is dropped too (``zero_grad``, ``optimizer step``), a letter split up is not a name.
+PHASE_NAME_STRIP = re.compile(r"^[#\s_]+|[#\s_]+$|(?<=[a-z])[\s_](?=[a-z]{3})", re.IGNORECASE)
 #: Ranges torch.optim records around step() and zero_grad().
 OPTIMIZER_RANGE_NAME = re.compile(r"^Optimizer\.(step|zero_grad)#")
 #: Host ops the autograd engine runs for each backward node (2021 traces name the node

@@ -248,7 +248,7 @@ def test_shared_trace_routes(key):
     # Module view invariants (SPEC §2.7, §4.2): phases partition each step, flame totals add up
     from stepscope.analysis.module import analyze_module
     from stepscope.analysis.stacks import flame
-    analyze_module(a.trace, a.tree, a.links, a.steps, a.nodes).check()
+    analyze_module(a.trace, a.tree, a.links, a.steps).check()
     flame(a.trace, a.tree, a.links).check()
     has_memory = len(views.analysis.trace.memory["ts"]) > 0
     assert names[-1] == ("Memory" if has_memory else "Trace") and "Trace" in names

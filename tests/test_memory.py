@@ -150,6 +150,32 @@ def test_curve_window_opens_at_the_previous_level(views):
     assert c["rows"] == [[3.0, 14, 40], [4.0, 10, 40], [7.0, 26, 40]]
     assert c["window_peak"] == {"allocated": 26, "ts_us": 7.0}
     assert (c["start_us"], c["end_us"]) == (3.5, 8.0)
+    # the level the window opens at is its peak when nothing inside is higher
+    c = views.get("memory/curve", {"device": "GPU0", "start": "7.5", "end": "11"})
+    assert c["window_peak"] == {"allocated": 26, "ts_us": 7.5}
+    c = views.get("memory/curve", {"device": "GPU0", "start": "3.5", "end": "3.9"})
+    assert c["window_peak"] == {"allocated": 14, "ts_us": 3.5}
+
+
+def test_two_devices_of_one_label_are_both_reachable(tmp_path):
+    v = _write(tmp_path, [op("A", 0, 10),
+                          memory(1, 8, nbytes=8, addr=1, device_type=0, device_id=-1),
+                          memory(2, 5, nbytes=5, addr=2, device_type=0, device_id=0)])
+    labels = [d["device"] for d in v.get("memory/devices", {})]
+    assert len(set(labels)) == 2, labels
+    assert [v.get("memory/curve", {"device": d})["peak"]["allocated"] for d in labels] == [8, 5]
+
+
+def test_memory_events_before_the_first_event_start_the_span(tmp_path):
+    """An allocation at 1000 µs, freed at 1010, the first op at 1100: times count from the
+    allocation (they were negative: the free was lost, the peak out of the curve)."""
+    v = _write(tmp_path, [memory(1000, 500, nbytes=500, addr=7),
+                          memory(1010, 0, nbytes=-500, addr=7), op("aten::mm", 1100, 5)])
+    rows = rows_of(v.get("memory/events", {"device": "GPU0"}))
+    assert [(r["Allocation Time"], r["Release Time"], r["Duration"])
+            for r in rows] == [(0.0, 10.0, 10.0)]
+    c = v.get("memory/curve", {"device": "GPU0"})
+    assert c["peak"] == {"allocated": 500, "ts_us": 0.0} and c["rows"][0][:2] == [0.0, 500]
 
 
 @pytest.mark.parametrize("params", [{"device": "GPU7"}, {"width": "x"}, {"width": "3"},
@@ -170,6 +196,28 @@ def test_downsample_keeps_exact_peak_and_at_most_two_points_per_pixel():
         assert vals[idx].max() >= vals[inside].max()
         assert int(np.argmax(np.where(inside, vals, -1))) in idx.tolist()
         assert (np.diff(idx) > 0).all()
+
+
+def test_downsample_of_a_long_trace_keeps_every_bucket():
+    """25 days (the reader keeps events up to 30 days apart) in 4,999 buckets: offset x
+    buckets is beyond int64 (it wrapped: buckets and their first/last/min/max samples
+    were lost)."""
+    rng = np.random.default_rng(1)
+    ts = np.sort(rng.integers(0, 25 * 86400 * 10**9, 200_000)).astype(np.int64)
+    vals = rng.integers(0, 1 << 40, len(ts)).astype(np.int64)
+    buckets = 4999
+    idx = downsample(ts, vals, 0, int(ts[-1]), buckets)
+    span = int(ts[-1])
+    want = {}
+    for i, t in enumerate(ts.tolist()):  # the bucket of each sample, in Python ints
+        want.setdefault(min(t * buckets // span, buckets - 1), []).append(i)
+    kept = set(idx.tolist())
+    assert len(want) > 4_900
+    for members in want.values():
+        v = vals[members]
+        assert {members[0], members[-1], members[int(np.argmax(v))],
+                members[int(np.argmin(v))]} <= kept
+    assert len(idx) <= 4 * buckets + 1
 
 
 def test_pair_frees_reuse_unmatched_and_missing_addresses():

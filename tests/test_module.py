@@ -17,6 +17,7 @@ from tracebuild import (
     build,
     have_shared,
     kernel,
+    launch,
     op,
     py,
     runtime,
@@ -56,6 +57,10 @@ def test_phase_names_normalised():
     assert phase_of_name("zero_grad") == "Optimizer"
     assert phase_of_name("DataLoader") == "DataLoader"
     assert phase_of_name("forward_pass") is None
+    # surrounding #, spaces and _ are ignored; a name spelled apart letter by letter is not
+    # a phase name
+    assert phase_of_name(" _Backward_ ") == "Backward" and phase_of_name("#dataloader#") == "DataLoader"
+    assert phase_of_name("f_o_r_w_a_r_d") is None and phase_of_name("b a c k w a r d") is None
 
 
 def test_phases_follow_the_marked_ranges(views):
@@ -86,7 +91,7 @@ def test_inferred_phases_and_exact_partition():
         op("aten::linear", 110, 10),       # step 2: no backward, no optimizer
     ])
     a = analyze(t)
-    m = analyze_module(t, a.tree, a.links, a.steps, a.nodes)
+    m = analyze_module(t, a.tree, a.links, a.steps)
     m.check()
     host = m.phases.host.tolist()
     assert host[0] == [10_000, 20_000, 25_000, 10_000, 35_000]
@@ -293,7 +298,7 @@ def test_real_cuda_traces_partition_steps_and_account_device_time(rel):
         pytest.skip(NO_SHARED)
     v = shared_views(rel)
     a = v.analysis
-    m = analyze_module(a.trace, a.tree, a.links, a.steps, a.nodes)
+    m = analyze_module(a.trace, a.tree, a.links, a.steps)
     m.check()
     ph = m.phases
     assert (ph.host.sum(axis=1) == a.steps.host_end - a.steps.host_start).all()
@@ -376,7 +381,7 @@ def generated(tmp_path_factory):
 def test_torch_phases_agree_with_the_ranges(generated):
     views, _, _ = generated
     a = views.analysis
-    m = analyze_module(a.trace, a.tree, a.links, a.steps, a.nodes)
+    m = analyze_module(a.trace, a.tree, a.links, a.steps)
     m.check()
     t = a.trace
     body = views.get("module/phases", {})
@@ -486,3 +491,18 @@ def test_range_left_open_across_a_step_is_noted_and_kept_whole_in_the_ranges():
     fl = v.get("module/flame", {})
     by = {fl["labels"][k]: (s, t) for k, s, t in zip(fl["name"], fl["self"], fl["total"])}
     assert by["cross"] == (30.0, 40.0) and sum(fl["self"]) == fl["total_us"] == 200.0
+
+
+def test_a_range_the_tree_clips_against_its_python_frame_keeps_its_device_time():
+    """with_stack=True: a record_function range begins inside the python frame entering it
+    and outlives it; the host tree clips it there (SPEC §2.4.1), but its kernels (5 + 7 µs,
+    launched by ops inside its span) are still its device time."""
+    events = [step(1, 0, 200), py("<module>", 0, 200), py("__enter__", 10, 3),
+              op("profiler::_record_function_enter_new", 11, 1.5), user("forward", 11.5, 80),
+              *launch("aten::mm", 20, 10, "k1", 30, 5, corr=1, ext=1),
+              *launch("aten::add", 40, 10, "k2", 50, 7, corr=2, ext=2)]
+    v = build_views(build(events))
+    (fwd,) = [r for r in v.get("module/ranges", {"flat": "1"}) if r["name"] == "forward"]
+    assert (fwd["host_total_us"], fwd["device_us"]) == (80, 12)
+    phases = v.get("module/phases", {})
+    assert phases["average"]["device_us"]["Forward"] == 12

@@ -19,6 +19,7 @@ A's size increase 8, self 4; B's 4 and 4; A's allocation count 2 (self 1).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -154,6 +155,10 @@ def analyze_memory(trace: Trace, tree: HostTree, nodes: OpNodes, capacity_of) ->
                           f"{reused:,} allocations were followed by another allocation of the "
                           "same address without a free in between; each is shown as not "
                           "freed in the span."))
+    taken = Counter(d.label for d in devices)
+    for d in devices:  # two devices of one label (CPU ids -1 and 0): each reachable
+        if taken[d.label] > 1:
+            d.label = f"{d.label} (type {d.type}, id {d.id})"
     return MemoryAnalysis(devices, notes)
 
 
@@ -326,7 +331,12 @@ def downsample(ts: np.ndarray, values: np.ndarray, start: int, end: int,
         return np.array(before, dtype=np.int64)
     t, v = ts[lo:hi], values[lo:hi]
     span = max(end - start, 1)
-    bucket = np.minimum((t - start) * buckets // span, buckets - 1)
+    off = t - start
+    # (offset x buckets overflows int64 past 21 days at 5,000 buckets: coarser ns then)
+    shift = max(0, (span * buckets).bit_length() - 62)
+    if shift:
+        off, span = off >> shift, max(span >> shift, 1)
+    bucket = np.minimum(off * buckets // span, buckets - 1)
     cut = np.flatnonzero(np.diff(bucket)) + 1
     starts = np.concatenate(([0], cut))
     ends = np.concatenate((cut, [len(t)])) - 1

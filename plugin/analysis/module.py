@@ -40,7 +40,7 @@ from ..taxonomy import (
 from .breakdown import name_mask
 from .intervals import covered, union
 from .links import Links
-from .operators import OpNodes, group_ids, group_min_max, sum_to
+from .operators import group_ids, group_min_max, sum_to
 from .steps import Steps
 from .tree import HostTree, build_tree
 
@@ -205,7 +205,9 @@ def phases(trace: Trace, tree: HostTree, links: Links, steps: Steps) -> Phases:
     host = np.zeros((n, len(PHASES)), dtype=np.int64)
     device = np.zeros((n, len(PHASES)), dtype=np.int64)
     step_ns = (he - hs).astype(np.int64)
-    # launches: the step whose host window holds the call's start, the first phase active then
+    # launches: the step whose host window holds the call's start, the first phase active
+    # then, on any thread (a "backward" range on the main thread holds the launches of the
+    # autograd thread it runs)
     launch = links.launch_rows[links.device_ns[links.launch_rows] > 0]
     t = trace.start[launch]
     k = np.searchsorted(hs, t, side="right") - 1
@@ -291,12 +293,13 @@ def intern_paths(sel: np.ndarray, parent: np.ndarray, depth: np.ndarray,
     return path[:-1], np.concatenate(pp), np.concatenate(pk), np.concatenate(pd)
 
 
-def path_table(trace: Trace, tree: HostTree, nodes: OpNodes, marked: np.ndarray) -> PathTable:
+def path_table(trace: Trace, tree: HostTree, links: Links, marked: np.ndarray) -> PathTable:
     """Merge the marked positions of ``tree`` by path. The marked events nest among
     themselves (:func:`~.tree.build_tree` over just their rows), so a range that the full
     tree clipped against a python frame still holds the ranges inside it. Host times are the
     file's durations (as torch's key_averages counts them); self time is the total minus the
-    child paths' totals, at least 0; device time is the host tree's device total."""
+    child paths' totals, at least 0; device time is what the runtime calls on the event's
+    thread inside its span launched (:func:`launched_within`)."""
     rows = np.sort(tree.rows[marked])
     sub = build_tree(trace, rows)
     sel = np.arange(len(sub))
@@ -309,10 +312,32 @@ def path_table(trace: Trace, tree: HostTree, nodes: OpNodes, marked: np.ndarray)
     child_ns = sum_to(path[sub.parent[kid]], dur[kid], m)
     total = sum_to(p, dur, m)
     hmin, hmax = group_min_max(p, dur, m)  # every path has a node; durations >= 0
-    device = nodes.device_total[tree.pos_of_row[sub.rows]]
+    device = launched_within(trace, links, sub.rows)
     return PathTable(name=pk, parent=pp, depth=pd, calls=np.bincount(p, minlength=m),
                      host_total=total, host_self=np.maximum(total - child_ns, 0),
                      host_min=hmin, host_max=hmax, device=sum_to(p, device, m))
+
+
+def launched_within(trace: Trace, links: Links, rows: np.ndarray) -> np.ndarray:
+    """Per host event ``rows``: device time (ns) launched by the runtime calls on its thread
+    that start inside its span. Not the host tree's device total: with ``with_stack=True``,
+    a ``record_function`` range begins inside the python frame that enters it and ends
+    outside it, and the tree clips it at the frame's end (SPEC §2.4.1), so its ops (and
+    their kernels) were not under it: a forward range showed 0 of its 12 µs of kernels."""
+    out = np.zeros(len(rows), dtype=np.int64)
+    launch = links.launch_rows[links.device_ns[links.launch_rows] > 0]
+    if not len(launch) or not len(rows):
+        return out
+    lt, rt = trace.thread[launch], trace.thread[rows]
+    for th in np.intersect1d(lt, rt).tolist():
+        mine = launch[lt == th]
+        order = np.argsort(trace.start[mine], kind="stable")
+        ls = trace.start[mine][order]
+        cum = np.concatenate(([0], np.cumsum(links.device_ns[mine][order])))
+        at = np.flatnonzero(rt == th)
+        s = trace.start[rows[at]]
+        out[at] = cum[np.searchsorted(ls, s + trace.dur[rows[at]])] - cum[np.searchsorted(ls, s)]
+    return out
 
 
 def range_mask(trace: Trace, tree: HostTree) -> np.ndarray:
@@ -327,12 +352,11 @@ def module_mask(trace: Trace, tree: HostTree) -> np.ndarray:
     return (trace.kind[rows] == Kind.PYTHON) & name_mask(trace, MODULE_FRAME_NAME)[rows]
 
 
-def analyze_module(trace: Trace, tree: HostTree, links: Links, steps: Steps,
-                   nodes: OpNodes) -> ModuleAnalysis:
+def analyze_module(trace: Trace, tree: HostTree, links: Links, steps: Steps) -> ModuleAnalysis:
     """Phases, user ranges and the module tree of one trace."""
     ph = phases(trace, tree, links, steps)
-    ranges = path_table(trace, tree, nodes, range_mask(trace, tree))
-    modules = path_table(trace, tree, nodes, module_mask(trace, tree))
+    ranges = path_table(trace, tree, links, range_mask(trace, tree))
+    modules = path_table(trace, tree, links, module_mask(trace, tree))
     notes = list(ph.notes)
     if not len(modules):
         notes.append(Note("info", "no_module_frames",

@@ -360,8 +360,13 @@ class ColumnBuilder:
         notes = [_survivors(n, len(cols["kind"]), steps) if n.code == "truncated" else n
                  for n in notes]
         origin_rel = int(cols["start"].min()) if len(cols["kind"]) else 0
-        cols["start"] -= origin_rel
         memory = _concat(self.memory, MEMORY_COLUMNS)
+        if len(cols["kind"]) and len(memory["ts"]):  # memory events before the first event:
+            # the origin (their times would be negative; not for an absurd one)
+            early = memory["ts"][(memory["ts"] < origin_rel) & (memory["ts"] >= origin_rel - ABSURD_NS)]
+            if len(early):
+                origin_rel = int(early.min())
+        cols["start"] -= origin_rel
         memory["ts"] -= origin_rel
         return Trace(
             path=self.path, origin_ns=meta.base_ns + origin_rel, events=cols,

@@ -144,6 +144,8 @@ def curve(views, p: Mapping[str, str | None]) -> dict:
     if hi > lo:
         k = lo + int(np.argmax(alloc[lo:hi]))
         win = {"allocated": int(alloc[k]), "ts_us": int(ts[k]) / 1000}
+    if lo > 0 and (win is None or alloc[lo - 1] > win["allocated"]):  # the level it opens at
+        win = {"allocated": int(alloc[lo - 1]), "ts_us": s / 1000}
     out = {"device": label, "unit": "bytes", "columns": ["ts_us", "allocated", "reserved"],
            "rows": rows, "peak": dev["peak"], "window_peak": win,
            "peak_reserved": dev["peak_reserved"], "steps": pay["steps"],

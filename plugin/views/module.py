@@ -199,7 +199,7 @@ def collapsed_text(fp: dict) -> str:
 def module_payloads(a: Analysis) -> dict:
     """Every answer of the Module view (JSON-able)."""
     t = a.trace
-    m: ModuleAnalysis = analyze_module(t, a.tree, a.links, a.steps, a.nodes)
+    m: ModuleAnalysis = analyze_module(t, a.tree, a.links, a.steps)
     fl = flame(t, a.tree, a.links)
     ranges, cut_r, _ = nested(m.ranges, t.strings, "ranges")
     tree, cut_m, _ = nested(m.modules, t.strings, "tree")
