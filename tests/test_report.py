@@ -160,8 +160,10 @@ def test_report_leaves_no_file_it_was_not_asked_for(tmp_path, capsys):
     mine = tmp_path / "r.html.tmp"
     mine.write_text("mine")
     before = sorted(p.name for p in tmp_path.iterdir())
-    assert main(["report", str(logs), "-o", str(tmp_path / "out")]) == 1
-    assert capsys.readouterr().err.startswith("stepscope report: ")
+    assert main(["report", str(logs), "-o", str(tmp_path / "out")]) == 2  # a bad argument
+    assert capsys.readouterr().err == f"stepscope report: {tmp_path / 'out'}: is a folder: name the HTML file to write\n"
+    assert main(["report", str(logs), "-o", str(tmp_path / "no" / "r.html")]) == 2
+    assert "no such folder to write the report into" in capsys.readouterr().err  # not a .tmp name
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert main(["report", str(logs), "-o", str(tmp_path / "r.html")]) == 0
     assert mine.read_text() == "mine"

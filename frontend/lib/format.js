@@ -68,14 +68,14 @@ export function formatValue(value, unit) {
 /**
  * Escape text for plotly labels and hover text: plotly renders a few HTML-like tags (<b>,
  * <br>, <a>...) in strings, so trace names such as `at::Array<char*, 3>` must arrive as
- * entities (plotly decodes &lt; &gt; &amp; back for display).
+ * entities (plotly decodes &lt; &gt; &amp; and numeric ones such as &#34; back for display).
  */
 export function escapeHtml(text) {
   return String(text)
     .replace(/&/g, "&amp;")
     .replace(/</g, "&lt;")
     .replace(/>/g, "&gt;")
-    .replace(/"/g, "&quot;")
+    .replace(/"/g, "&#34;") // (plotly decodes numeric entities, not &quot;)
     .replace(/'/g, "&#39;");
 }
 

@@ -138,7 +138,7 @@ def read_whole(path: str, notes: list[Note], limit: int | None = None) -> bytes:
     buf = b"".join(pieces)
     damage = [n for n in notes if n.code in ("gzip_damaged", "gzip_truncated")]
     if damage and not buf.strip():
-        where = damage[0].text.split("; kept the data before the damage.")[0]
+        where = damage[0].text.split("; kept the data")[0]
         raise TraceError("damaged gzip", f"{where}, and nothing could be decompressed "
                          "before the damage; copy the file again.", file=name)
     return buf

@@ -1,7 +1,8 @@
 """``stepscope report`` and ``stepscope summary``: arguments, progress, exit status.
 
 Exit status: 0 done; 2 bad arguments or a PATH that is missing or holds no traces; 1 a
-trace that cannot be read. Errors are one line on stderr (``stepscope report: ...``).
+trace that cannot be read (``summary`` still prints the others). Data-quality notes go to
+stderr as ``note: ...`` lines. Errors are one line on stderr (``stepscope report: ...``).
 A progress bar (rich) goes to stderr while traces are read, when stderr is a terminal.
 """
 
@@ -89,6 +90,11 @@ def report_main(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
     from .report import write_report
 
+    out = os.path.realpath(args.output)  # checked before any trace is read
+    if os.path.isdir(out):
+        return _fail("report", f"{args.output}: is a folder: name the HTML file to write", 2)
+    if not os.path.isdir(os.path.dirname(out)):
+        return _fail("report", f"{args.output}: no such folder to write the report into", 2)
     try:
         with progress_bar(1) as progress:
             info = write_report(args.path, args.output, progress)
@@ -113,20 +119,26 @@ def summary_main(argv: list[str]) -> int:
 
     try:
         spans = spans_of(args.path)
-        done = []
-        with progress_bar(len(spans)) as progress:
-            for s in spans:
-                views = analyse(s, progress)
-                done.append(({"run": s.run, "worker": s.worker, "span": s.span},
-                             summary_sections(views, by_shape=args.by_shape, sort=args.sort,
-                                              limit=args.limit,
-                                              only=tuple(args.section or ()))))
     except PathError as e:
         return _fail("summary", e.error, 2)
-    except ValueError as e:
-        return _fail("summary", str(e), 2)
-    except (StepscopeError, OSError) as e:
-        return _fail("summary", _one_line(e), 1)
+    done, failed = [], 0
+    with progress_bar(len(spans)) as progress:
+        for s in spans:
+            where = f"{s.run} / {s.worker} / {s.span}"
+            try:  # one unreadable trace does not hide the others (SPEC §1.4)
+                views = analyse(s, progress)
+            except (StepscopeError, OSError) as e:
+                _fail("summary", f"{where}: {_one_line(e)}", 1)
+                failed += 1
+                continue
+            sections = summary_sections(views, by_shape=args.by_shape, sort=args.sort,
+                                        limit=args.limit, only=tuple(args.section or ()))
+            for note in views.notes():  # data-quality notes (a truncated trace, ...)
+                print(f"note: {where}: {note['text']}", file=sys.stderr)
+            missing = [k for k in args.section or () if k not in {x.key for x in sections}]
+            if missing:
+                print(f"note: {where} has no {', '.join(missing)} table", file=sys.stderr)
+            done.append(({"run": s.run, "worker": s.worker, "span": s.span}, sections))
     try:
         _write_summary(done, args.format, sys.stdout)
         sys.stdout.flush()
@@ -134,7 +146,7 @@ def summary_main(argv: list[str]) -> int:
         # (Python would report the failed flush of the closed pipe again at exit)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    return 0
+    return 1 if failed else 0
 
 
 def _write_summary(done: list, fmt: str, out) -> None:
@@ -147,7 +159,7 @@ def _write_summary(done: list, fmt: str, out) -> None:
     for i, (who, sections) in enumerate(done):
         heading = f"{who['run']} / {who['worker']} / {who['span']}"
         if fmt == "csv":
-            render.write_csv(heading, sections, out)
+            render.write_csv(heading, sections, out, labelled=len(done) > 1)
         elif fmt == "markdown":
             render.write_markdown(heading, sections, out)
         else:
@@ -161,4 +173,6 @@ def _one_line(e: Exception) -> str:
     if isinstance(e, StepscopeError):
         where = f"{e.file}: " if e.file else ""
         return f"{where}{e.error}" + (f" ({e.detail})" if e.detail else "")
+    if isinstance(e, OSError) and e.filename and e.strerror:  # "-o DIR/x.html: ..."
+        return f"{e.filename}: {e.strerror}"
     return " ".join(str(e).split())

@@ -133,15 +133,19 @@ def _plain(text: str) -> str:
     return _CONTROL.sub("\ufffd", text)
 
 
-def write_csv(heading: str, sections: list[Section], out: TextIO) -> None:
-    """One CSV block per section; with several, each starts with ``# key: title``."""
+def write_csv(heading: str, sections: list[Section], out: TextIO, labelled: bool = False) -> None:
+    """One CSV block per section; with several (or ``labelled``: several spans), each
+    starts with ``# key: title (run / worker / span)``; a block cut by ``--limit`` ends with
+    ``# N of M rows (--limit)``."""
     for i, s in enumerate(sections):
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        if len(sections) > 1:
+        if len(sections) > 1 or labelled:
             out.write(("\n" if i else "") + f"# {s.key}: {s.title} ({heading})\n")
         w.writerow([_raw_name(n, u) for n, u in s.columns])
         w.writerows(s.rows)
+        if s.total_rows > len(s.rows):
+            buf.write(f"# {len(s.rows)} of {s.total_rows} rows (--limit)\n")
         out.write(buf.getvalue())
 
 

@@ -148,8 +148,12 @@ def _write_whole(out: str, text: str) -> int:
     behind or overwritten. A symbolic link's target is written (the link stays a link); a
     device or a pipe (``/dev/stdout``) is written into, not replaced (as root, the rename
     replaced ``/dev/null`` with the report). Returns the bytes written."""
-    out = os.path.realpath(out)
-    if os.path.exists(out) and not os.path.isfile(out) and not os.path.isdir(out):
+    given, out = out, os.path.realpath(out)
+    if os.path.isdir(out):
+        raise IsADirectoryError(21, "is a folder: name the HTML file to write", given)
+    if not os.path.isdir(os.path.dirname(out)):
+        raise FileNotFoundError(2, "no such folder to write the report into", given)
+    if os.path.exists(out) and not os.path.isfile(out):
         data = text.encode("utf-8")
         with open(out, "wb") as f:
             f.write(data)

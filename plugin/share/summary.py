@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..analysis.memcpy import memcpy_by_direction
+from ..taxonomy import Kind
 from ..views import ROUTES, ViewSet
 from ..views.operator import exact_operator_rows
 
@@ -184,15 +187,18 @@ def operator_section(views: ViewSet, *, by_shape: bool = False, sort: str | None
                      limit: int = 0) -> Section | None:
     """The ``key_averages().table()`` layout: one row per operator (and input shape).
 
-    Percentages are of the sums over this table's rows (torch's also count ProfilerStep and
-    record_function ranges, which SPEC §2.4.5 keeps out of the operator table); the note
-    under the table says so, with those totals, as torch prints its own under its table.
+    Rows: the dashboard's operator table (its range rows included: device work launched
+    outside any operator, SPEC §2.4.8) and, as torch's table has them, the runtime calls
+    (``cudaLaunchKernel``...: host time no operator's self time holds). Percentages are of
+    the sums over these rows (torch's also count ProfilerStep and record_function ranges,
+    which SPEC §2.4.5 keeps out of the operator table); the note under the table says so,
+    with those totals, as torch prints its own under its table.
     """
     if "Operator" not in views.names():
         return None
     a = views.analysis
     g = "OperationAndInputShape" if by_shape else "Operation"
-    ops = [r for r in exact_operator_rows(a, g) if r.get("kind") != "range"]
+    ops = exact_operator_rows(a, g) + runtime_rows(a)
     total_cpu = sum(r["host_self_duration"] for r in ops)
     total_dev = sum(r["device_self_duration"] for r in ops)
     self_cpu, self_dev = total_cpu or 1, total_dev or 1  # (percentages of an empty table)
@@ -230,19 +236,40 @@ def operator_section(views: ViewSet, *, by_shape: bool = False, sort: str | None
             row.append(r.get("input_shape") or "[]")
         rows.append(row)
     names = [c for c, _u in cols]
-    column = SORT_KEYS.get(sort or ("self_device" if a.gpu else "self_cpu"))
-    if column is None or column not in names:
-        raise ValueError(f"cannot sort by {sort!r}: use one of "
-                         f"{', '.join(k for k, v in SORT_KEYS.items() if v in names)}")
+    default = "Self CUDA" if a.gpu else "Self CPU"
+    column = SORT_KEYS.get(sort or "", default)
+    unsorted = ""
+    if column not in names:  # (a CPU trace has no CUDA columns, one without memory none)
+        unsorted = f"; sorted by {default}: this trace has no {column} column"
+        column = default
     k = names.index(column)
     rows.sort(key=(lambda x: x[k]) if column == "Name" else (lambda x: -x[k]))
     note = f"Self CPU time total: {_duration(total_cpu)}"
     if a.gpu:
         note += f"; Self CUDA time total: {_duration(total_dev)}"
-    note += (" (this table's operators; torch's totals also count ProfilerStep and "
-             "record_function ranges, so its percentages are smaller)")
+    note += (" (this table's rows: operators" + (", runtime calls" if a.gpu else "")
+             + "; torch's totals also count ProfilerStep and record_function ranges, so its "
+             f"percentages are smaller){unsorted}")
     return _limited(Section("operators", "Operators (as torch's key_averages().table())",
                             cols, rows, note=note), limit)
+
+
+def runtime_rows(a) -> list[dict]:
+    """Rows of the runtime calls by name (float µs): host time only; the device work they
+    launched is their operators' (as torch's table shows them). Empty for a CPU trace."""
+    rt = np.flatnonzero(a.trace.kind == Kind.RUNTIME)
+    if not len(rt):
+        return []
+    names = a.trace.name[rt]
+    calls = np.bincount(names)
+    ns = np.bincount(names, weights=a.trace.dur[rt])
+    out = []
+    for i in np.flatnonzero(calls).tolist():
+        us = float(ns[i]) / 1000
+        out.append({"name": a.trace.strings[i], "calls": int(calls[i]), "host_self_duration": us,
+                    "host_total_duration": us, "device_self_duration": 0.0,
+                    "device_total_duration": 0.0, "kind": "runtime"})
+    return out
 
 
 def _duration(us: float) -> str:
@@ -254,14 +281,21 @@ def _duration(us: float) -> str:
 
 def summary_sections(views: ViewSet, *, by_shape: bool = False, sort: str | None = None,
                      limit: int = 20, only: tuple[str, ...] = ()) -> list[Section]:
-    """The sections of one span, in :data:`SECTIONS` order (``only``: a subset)."""
-    found: dict[str, Section | None] = {
-        "device": device_section(views), "overview": overview_section(views),
-        "steps": steps_section(views), "phases": phases_section(views),
-        "operators": operator_section(views, by_shape=by_shape, sort=sort, limit=limit),
-        "memcpy": memcpy_section(views), "ranges": ranges_section(views)}
-    for s in kernel_sections(views):
-        found[s.key] = _limited(s, limit)
-    if found.get("ranges"):
-        _limited(found["ranges"], limit)
-    return [found[k] for k in SECTIONS if found.get(k) is not None and (not only or k in only)]
+    """The sections of one span, in :data:`SECTIONS` order (``only``: a subset; only those
+    are built). A section the span has no data for is left out."""
+    wanted = set(only or SECTIONS)
+    build = {"device": lambda: device_section(views), "overview": lambda: overview_section(views),
+             "steps": lambda: steps_section(views), "phases": lambda: phases_section(views),
+             "operators": lambda: operator_section(views, by_shape=by_shape, sort=sort,
+                                                   limit=limit),
+             "memcpy": lambda: memcpy_section(views),
+             "ranges": lambda: _limited_or_none(ranges_section(views), limit)}
+    found: dict[str, Section | None] = {k: f() for k, f in build.items() if k in wanted}
+    if wanted - set(build):
+        for s in kernel_sections(views):
+            found[s.key] = _limited(s, limit)
+    return [found[k] for k in SECTIONS if found.get(k) is not None and k in wanted]
+
+
+def _limited_or_none(s: Section | None, limit: int) -> Section | None:
+    return None if s is None else _limited(s, limit)

@@ -46,7 +46,7 @@ test("percentages, counts and bytes", () => {
 
 test("escapeHtml neutralises markup for plotly", () => {
   assert.equal(escapeHtml("<img src=x onerror=alert(1)>"), "&lt;img src=x onerror=alert(1)&gt;");
-  assert.equal(escapeHtml("a & b \"c\" 'd'"), "a &amp; b &quot;c&quot; &#39;d&#39;");
+  assert.equal(escapeHtml("a & b \"c\" 'd'"), "a &amp; b &#34;c&#34; &#39;d&#39;");
   assert.equal(escapeHtml("Array<char*, 3>"), "Array&lt;char*, 3&gt;");
 });
 
