@@ -324,6 +324,24 @@ def test_csv_button_downloads_the_rows_shown(browser, kineto_report):
 
 @pytest.mark.browser
 @pytest.mark.skipif(not have_chromium(), reason="needs /usr/bin/chromium")
+def test_collapsed_stacks_download_from_the_report(browser, small_report):
+    """The Module view's "Download collapsed stacks" is the embedded text: it linked to a
+    server route, and clicking it replaced the report with a browser error page."""
+    ctx = browser.new_context(accept_downloads=True, viewport={"width": 1400, "height": 900})
+    page = ctx.new_page()
+    page.goto(f"{small_report.as_uri()}?view=Module&mod_tab=flame")
+    page.wait_for_selector("#module-flame-download", timeout=READY_MS)
+    with page.expect_download() as dl:
+        page.locator("#module-flame-download").click()
+    text = open(dl.value.path(), encoding="utf-8").read()
+    assert dl.value.suggested_filename == "stacks_host_self.txt"
+    assert text.count("\n") > 3 and all(ln.rsplit(" ", 1)[1].isdigit() for ln in text.splitlines())
+    assert page.url.startswith("file:") and page.locator("#module-flame-download").count() == 1
+    ctx.close()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not have_chromium(), reason="needs /usr/bin/chromium")
 def test_hostile_names_stay_text(browser, tmp_path):
     run = f"run</script>{XSS}"
     write_trace(tmp_path / "logs" / run / "w.pt.trace.json",

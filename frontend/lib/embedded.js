@@ -28,7 +28,7 @@ function notFound(error, detail) {
 /**
  * A windowed answer (memory/curve) cut to [start, end] µs: the rows inside plus the one
  * before (the level at the window's start), start_us/end_us set, window_peak the largest
- * `allocated` among the rows inside (the embedded curve is downsampled: at most 2 points
+ * `allocated` among the rows inside and that level (the embedded curve is downsampled: at most 2 points
  * per pixel of the report's width, each bucket's extremes kept).
  */
 export function windowAnswer(body, start, end) {
@@ -44,6 +44,8 @@ export function windowAnswer(body, start, end) {
   }
   let peak = null;
   for (const r of inside) if (peak === null || r[1] > peak[1]) peak = r;
+  // the level the window opens at counts, at `start` (as on the server)
+  if (before && (peak === null || before[1] > peak[1])) peak = [s, before[1]];
   return { ...body, rows: before ? [before, ...inside] : inside, start_us: s, end_us: e,
     window_peak: peak ? { allocated: peak[1], ts_us: peak[0] } : null };
 }

@@ -5,9 +5,10 @@ import { formatBytes, formatCount, formatDuration, formatPercent, shortenName } 
 import { csvText, paginate, shownRows, tableView } from "./table_model.js";
 import { errorPanel, loadingLine } from "./status.js";
 
-/** Save `text` as the CSV file `name` (a download from the page, no request). */
-export function saveCsv(name, text) {
-  const url = URL.createObjectURL(new Blob([text], { type: "text/csv;charset=utf-8" }));
+/** Save `text` as the file `name` (CSV unless `type` says otherwise): a download from the
+ * page, no request. */
+export function saveCsv(name, text, type = "text/csv;charset=utf-8") {
+  const url = URL.createObjectURL(new Blob([text], { type }));
   const a = el("a", { href: url, download: name, className: "offscreen" });
   document.body.appendChild(a);
   a.click();

@@ -8,7 +8,7 @@ import { card, el, setChildren } from "../lib/dom.js";
 import { formatCount, formatDuration, formatPercent } from "../lib/format.js";
 import { ROW, draw, layout, matchedTotal, matches, tipLines } from "../lib/flame.js";
 import { emptyState, errorPanel, loadingLine } from "../lib/status.js";
-import { createTable, csvButton, tableState } from "../lib/table.js";
+import { createTable, csvButton, saveCsv, tableState } from "../lib/table.js";
 import { treeRows } from "../lib/table_model.js";
 import { buildQuery, choice } from "../lib/urlstate.js";
 
@@ -229,7 +229,13 @@ async function flameTab(ctx, box) {
       dataset: { metric: k }, on: { click: () => { ctx.update({ mod_flame_metric: k, mod_focus: null }); ctx.rerender(); } } }, label)));
   const download = el("a", { className: "button", id: "module-flame-download",
     href: ctx.client.url("stacks/collapsed", { metric }), download: `stacks_${metric}.txt`,
-    title: "Collapsed stacks (frame;frame;leaf µs): open in speedscope or flamegraph.pl" }, "Download collapsed stacks");
+    title: "Collapsed stacks (frame;frame;leaf µs): open in speedscope or flamegraph.pl",
+    on: { click: (e) => { // a report file has the text inside it: no server to link to
+      if (!globalThis.STEPSCOPE_EMBEDDED) return;
+      e.preventDefault();
+      ctx.client.get("stacks/collapsed", { metric })
+        .then((text) => saveCsv(`stacks_${metric}.txt`, String(text), "text/plain;charset=utf-8"));
+    } } }, "Download collapsed stacks");
   if (!flame.name.length) {
     setChildren(box, card("Flame graph", metricBar, emptyState(metric === "device" ? "No device time launched in this span" : "No host frames in this span")));
     return;

@@ -44,7 +44,9 @@ test("the memory curve: any width; a window is cut out of the embedded whole spa
   assert.deepEqual(win.rows, [[0, 10, 20], [5, 30, 40], [10, 50, 60]]); // the level before, then inside
   assert.deepEqual([win.start_us, win.end_us], [4, 12]);
   assert.deepEqual(win.window_peak, { allocated: 50, ts_us: 10 });
-  assert.deepEqual(windowAnswer(CURVE, 11, 14).window_peak, null);
+  // nothing inside: the level the window opens at is its peak, at its start (as the server)
+  assert.deepEqual(windowAnswer(CURVE, 11, 14).window_peak, { allocated: 50, ts_us: 11 });
+  assert.deepEqual(windowAnswer(CURVE, -5, -1).window_peak, null);
   assert.equal(embeddedAnswer(DATA, "memory/curve", { ...SPAN, device: "CPU" }).status, 404);
 });
 
