@@ -247,7 +247,8 @@ def operator_section(views: ViewSet, *, by_shape: bool = False, sort: str | None
     note = f"Self CPU time total: {_duration(total_cpu)}"
     if a.gpu:
         note += f"; Self CUDA time total: {_duration(total_dev)}"
-    note += (" (this table's rows: operators" + (", runtime calls" if a.gpu else "")
+    note += (" (this table's rows: operators" + (", runtime calls and the ranges that launched "
+                                                  "device work outside any operator" if a.gpu else "")
              + "; torch's totals also count ProfilerStep and record_function ranges, so its "
              f"percentages are smaller){unsorted}")
     return _limited(Section("operators", "Operators (as torch's key_averages().table())",
