@@ -234,9 +234,9 @@ def test_pieces_with_fractional_timestamps_keep_them_as_text(tmp_path, monkeypat
     """A piece whose first timestamps have fractions is decoded with ts and dur as text
     (2024 formats, issue 19); a trace reads the same either way, odd values included."""
     from stepscope.read import decode
-    from stepscope.read.decode import decode_chunk
-    assert type(decode_chunk(b'[{"ph": "X", "ts": 1.5, "dur": 2}]')[0].ts) is msgspec.Raw
-    assert type(decode_chunk(b'[{"ph": "X", "ts": 15, "dur": 2.5}]')[0].ts) is int
+    from stepscope.read.decode import decode_events
+    assert type(decode_events(b'[{"ph": "X", "ts": 1.5, "dur": 2}]')[0][0].ts) is msgspec.Raw
+    assert type(decode_events(b'[{"ph": "X", "ts": 15, "dur": 2.5}]')[0][0].ts) is int
     events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1,
                "ts": t, "dur": 1.25} for i, t in enumerate(
                    ["<1712195495519689.047>", 1712195495519690, "1712195495519691.5", None, True,

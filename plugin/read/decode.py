@@ -8,7 +8,7 @@ whose timestamps have fractions, ``ts`` and ``dur`` stay JSON text (:class:`Text
 
 Big files are never decoded in one piece: :class:`Split` cuts the ``traceEvents`` array at
 event boundaries (``}`` ``,`` ``{`` between two top-level events) into chunks that decode
-as JSON lists on their own (:func:`decode_chunk`, possibly in another process), so memory
+as JSON lists on their own (:func:`decode_events`, possibly in another process), so memory
 stays bounded by the chunk size. A cut that lands inside an event makes its chunk fail to
 decode; it is then joined with the next one, so a misleading ``},{`` inside ``args`` cannot
 corrupt the result. Whatever the fast path cannot handle is decoded
@@ -349,7 +349,7 @@ def cut_piece(chunk, lo: int, past: int = 0) -> tuple[Any, int]:
     """The events of ``chunk`` (a :class:`Split` chunk: bytes or any buffer) from ``lo`` (0,
     or the ``{`` of an event) to the first event boundary :data:`PIECE_BYTES` or more
     after ``lo`` and after ``past``, as a JSON array (``[{...},...]``: for
-    :func:`decode_chunk`), and where the next piece starts (its ``{``; ``len(chunk)`` when
+    :func:`decode_events`), and where the next piece starts (its ``{``; ``len(chunk)`` when
     this piece reaches the chunk's end). Like the chunk's own cut, the boundary may turn out
     to be inside an event: the piece then fails to decode (cut it again ``past`` that).
 
@@ -363,12 +363,6 @@ def cut_piece(chunk, lo: int, past: int = 0) -> tuple[Any, int]:
         return (view[lo:] if lo == 0 else b"".join((b"[", view[lo:]))), len(view)
     piece = view[lo:found.start() + 1]
     return b"".join((b"[", piece, b"]") if lo else (piece, b"]")), found.end() - 1
-
-
-def decode_chunk(chunk) -> Optional[list[Event]]:
-    """Events of a chunk from :class:`Split` (its bytes, or any buffer holding them), or
-    None when its cut was not a boundary (:func:`decode_events`)."""
-    return decode_events(chunk)[0]
 
 
 def decode_events(chunk, by_phase: bool = True) -> tuple[Optional[list[Event]], bool]:
