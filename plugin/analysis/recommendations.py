@@ -106,7 +106,7 @@ class Facts:
     #: of each top runtime call name: (number of calls, longest call ns)
     runtime_calls: dict[str, tuple[int, int]] = field(default_factory=dict)
     top_host_self: list[tuple[str, int]] = field(default_factory=list)
-    #: the tensor-core metric is "Matrix Cores" (ROCm)
+    #: an AMD (ROCm) trace: HIP names, "Matrix Cores", compute units
     rocm: bool = False
     #: the GPU's architecture is known (compute capability or ROCm), not just assumed
     tc_known: bool = False
@@ -166,7 +166,6 @@ def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarr
     for name, _ns in f.top_runtime:
         durs = trace.dur[rt[trace.name[rt] == trace.strings.index(name)]]
         f.runtime_calls[name] = (len(durs), int(durs.max()))
-    f.rocm = is_rocm(trace)
     if host_self is not None:
         f.top_host_self = top_names(trace, *host_self)
     kernels = np.flatnonzero(trace.kind == Kind.KERNEL)
@@ -188,7 +187,7 @@ def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarr
     # < 7): gpu_summaries leaves the tensor-core metric out exactly there, so a trace without
     # deviceProperties gets the same advice as one with them
     f.tc_supported = any(m.startswith("Kernel time using ") for g in gpus for m in g.metrics)
-    f.rocm = f.rocm or any("Kernel time using Matrix Cores" in g.metrics for g in gpus)
+    f.rocm = is_rocm(trace)  # (gpu_summaries names Matrix Cores exactly then)
     f.tc_known = f.rocm or any(g.compute_capability for g in gpus)
 
     if len(sorted_unique(trace.device[kernels])) > 1:
@@ -380,15 +379,13 @@ def rule_runtime_bound(f: Facts) -> Optional[Item]:
     top = ", ".join(_calls(f, name, ns) for name, ns in f.top_runtime)
     api = "hip" if f.rocm else "cuda"
     once = ""
-    if f.top_runtime:
+    if f.top_runtime and (longest := _dominant_call(f, *f.top_runtime[0])):
         name, ns = f.top_runtime[0]
-        calls, longest = f.runtime_calls.get(name, (1, 0))
-        if calls > 1 and 2 * longest > ns:  # one call dominates: a one-time cost
-            once = (f" One {name} call takes {round(longest / 1000):,} µs of its "
-                    f"{round(ns / 1000):,}: most likely a one-time cost (creating the "
-                    "context, loading the kernels at their first launch, a first allocation) "
-                    "that later steps do not pay; profile a few more steps "
-                    "(torch.profiler.schedule(wait, warmup, active)) to see the steady state.")
+        once = (f" One {name} call takes {round(longest / 1000):,} µs of its "
+                f"{round(ns / 1000):,}: most likely a one-time cost (creating the "
+                "context, loading the kernels at their first launch, a first allocation) "
+                "that later steps do not pay; profile a few more steps "
+                "(torch.profiler.schedule(wait, warmup, active)) to see the steady state.")
     return _item("runtime_bound",
                  f"This run is launch/synchronisation bound: {share} of the step time is in "
                  f"CUDA/HIP runtime calls, the most expensive being {top}.{once} Synchronising "
@@ -405,11 +402,18 @@ def _graphs(f: Facts) -> str:
     return "HIP graphs (torch.cuda.graphs)" if f.rocm else "CUDA graphs"
 
 
+def _dominant_call(f: Facts, name: str, ns: int) -> int:
+    """The longest call (ns) of the runtime call ``name`` (``ns`` in all) when it takes
+    more than half of them, one of several; else 0."""
+    calls, longest = f.runtime_calls.get(name, (1, 0))
+    return longest if calls > 1 and 2 * longest > ns else 0
+
+
 def _calls(f: Facts, name: str, ns: int) -> str:
     """``cudaFree (6,012 µs)``; ``cudaFree (6,012 µs in 4 calls, one of 6,000 µs)`` when
     one call takes most of the time."""
-    calls, longest = f.runtime_calls.get(name, (1, ns))
-    if calls > 1 and 2 * longest > ns:
+    if longest := _dominant_call(f, name, ns):
+        calls = f.runtime_calls[name][0]
         return f"{name} ({round(ns / 1000):,} µs in {calls:,} calls, one of {round(longest / 1000):,} µs)"
     return f"{name} ({round(ns / 1000):,} µs)"
 
