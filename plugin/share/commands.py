@@ -88,13 +88,11 @@ def progress_bar(total_files: int) -> Iterator[Progress]:
 
 def report_main(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
-    from .report import write_report
+    from .report import output_problem, write_report
 
-    out = os.path.realpath(args.output)  # checked before any trace is read
-    if os.path.isdir(out):
-        return _fail("report", f"{args.output}: is a folder: name the HTML file to write", 2)
-    if not os.path.isdir(os.path.dirname(out)):
-        return _fail("report", f"{args.output}: no such folder to write the report into", 2)
+    problem = output_problem(args.output)  # checked before any trace is read
+    if problem is not None:
+        return _fail("report", _one_line(problem), 2)
     try:
         with progress_bar(1) as progress:
             info = write_report(args.path, args.output, progress)

@@ -141,6 +141,17 @@ def write_report(path: str, out: str, progress: Progress = None) -> ReportInfo:
     return ReportInfo(out, _write_whole(out, text), len(spans), data["notes"])
 
 
+def output_problem(out: str) -> OSError | None:
+    """Why the report cannot be written to ``out`` (a folder, or in a folder that does not
+    exist), naming ``out`` as given; None when it can be tried."""
+    real = os.path.realpath(out)
+    if os.path.isdir(real):
+        return IsADirectoryError(21, "is a folder: name the HTML file to write", out)
+    if not os.path.isdir(os.path.dirname(real)):
+        return FileNotFoundError(2, "no such folder to write the report into", out)
+    return None
+
+
 def _write_whole(out: str, text: str) -> int:
     """Write ``text`` to the file ``out`` so that it appears whole or not at all: a new
     temporary file beside it (a name no file has), renamed over it; removed when anything
@@ -148,11 +159,10 @@ def _write_whole(out: str, text: str) -> int:
     behind or overwritten. A symbolic link's target is written (the link stays a link); a
     device or a pipe (``/dev/stdout``) is written into, not replaced (as root, the rename
     replaced ``/dev/null`` with the report). Returns the bytes written."""
-    given, out = out, os.path.realpath(out)
-    if os.path.isdir(out):
-        raise IsADirectoryError(21, "is a folder: name the HTML file to write", given)
-    if not os.path.isdir(os.path.dirname(out)):
-        raise FileNotFoundError(2, "no such folder to write the report into", given)
+    problem = output_problem(out)
+    if problem is not None:
+        raise problem
+    out = os.path.realpath(out)
     if os.path.exists(out) and not os.path.isfile(out):
         data = text.encode("utf-8")
         with open(out, "wb") as f:
