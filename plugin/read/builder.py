@@ -356,9 +356,10 @@ class ColumnBuilder:
         if self.flows:
             _link_legacy_flows(cols, self.flows)
             self.flows = []
-        steps = int((cols["kind"] == Kind.STEP).sum())
-        notes = [_survivors(n, len(cols["kind"]), steps) if n.code == "truncated" else n
-                 for n in notes]
+        if any(n.code == "truncated" for n in notes):  # (a pass over every event: only then)
+            steps = int((cols["kind"] == Kind.STEP).sum())
+            notes = [_survivors(n, len(cols["kind"]), steps) if n.code == "truncated" else n
+                     for n in notes]
         origin_rel = int(cols["start"].min()) if len(cols["kind"]) else 0
         memory = _concat(self.memory, MEMORY_COLUMNS)
         if len(cols["kind"]) and len(memory["ts"]):  # memory events before the first event:
