@@ -119,7 +119,10 @@ def test_steps_with_no_forward_and_no_profiler_step_get_notes_not_errors():
     body = v.get("module/phases", {})
     assert body["steps"][0]["host_us"]["Forward"] == 5.0   # the busiest thread is the main one
     assert body["steps"][0]["host_total_us"] == 15.0
-    t = build([step(1, 0, 10), step(2, 10, 10), op("aten::relu", 1, 5)])
+    # (step 2 runs an op on another thread only: a CPU step with no operator at all is
+    # the profiler's exit, dropped)
+    t = build([step(1, 0, 10), step(2, 10, 10), op("aten::relu", 1, 5),
+               op("aten::relu", 12, 3, tid=9)])
     codes = {n["code"] for n in build_views(t).get("module/summary", {})["notes"]}
     assert "steps_without_forward" in codes
 
