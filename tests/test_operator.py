@@ -603,6 +603,24 @@ def test_legacy_autograd_export_links_ops_to_kernels_by_flows(tmp_path):
     assert times(rows["aten::mm"]) == (1, 10, 10, 10, 10)
     assert times(rows["aten::conv2d"]) == (1, 10, 20, 0, 10)
     assert views.analysis.accounts.orphans == 1
+    # torch 1.x writes the device index as the kernels' tid: GPU0 gets its summary
+    gpus = views.get("overview", {})["gpu_metrics"]["gpus"]
+    assert [g["id"] for g in gpus] == [0]
+    assert "kernels_without_device" not in [n["code"] for n in views.notes()]
+
+
+def test_kernels_without_a_device_id_are_noted(tmp_path):
+    # no args.device and no number in the pid: in the breakdown, in no GPU summary, noted
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": "GPU", "tid": "stream 7",
+               "ts": 1, "dur": 5, "args": {}},
+              {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": "stream 7",
+               "ts": 10, "dur": 5, "args": {}}]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    views = build_views(read_trace(str(path)))
+    assert [g["id"] for g in views.get("overview", {})["gpu_metrics"]["gpus"]] == [0]
+    notes = {n["code"]: n["text"] for n in views.notes()}
+    assert notes["kernels_without_device"].startswith("1 kernels carry no device id")
 
 
 def test_invariants_hold_on_random_traces():

@@ -6,7 +6,7 @@ the table (user ranges, python frames, ProfilerStep, DataLoader ``__next__``, Op
 
 The traces are generated in a subprocess (pinned CPU torch, ``pip install torch==2.13.0``):
 a training loop with a DataLoader and record_function ranges, a transformer with
-record_shapes, with_stack + with_modules, and profile_memory.
+record_shapes (and ``aten::cat`` of tensor lists), with_stack + with_modules, and profile_memory.
 """
 
 from __future__ import annotations
@@ -80,6 +80,9 @@ GENERATE = textwrap.dedent('''
 
     def transformer_step(i):
         layer(tokens).sum().backward()
+        # tensor-list arguments of shapes that differ between calls (torch prints them [])
+        torch.cat([tokens[: 1 + i % 2], tokens]).sum()
+        torch.stack([tokens[i % 2], tokens[0]]).sum()
 
     run("transformer", transformer_step, record_shapes=True)
 
@@ -201,6 +204,7 @@ def test_group_by_input_shape_equals_key_averages(generated, name):
     shapes = {r["input_shape"] for r in views.get("operation/table",
                                                   {"group_by": "OperationAndInputShape"})}
     assert any(s.startswith("[[4, 10, 32]") for s in shapes)
+    assert "[[], []]" in shapes  # aten::cat / aten::stack of lists of tensors
 
 
 def test_stack_trace_has_python_call_stacks(generated):

@@ -168,6 +168,12 @@ def analyze(trace: Trace) -> Analysis:
                           "ranges table keeps its whole span)."))
     notes += launch_notes(accounts)
     notes += memory.notes
+    no_device = int(np.count_nonzero(trace.device[trace.kind == Kind.KERNEL] < 0))
+    if no_device:
+        notes.append(Note("info", "kernels_without_device",
+                          f"{no_device:,} kernels carry no device id (no int args.device, no "
+                          "number in their pid): they count in the step breakdown and the "
+                          "kernel table, not in any GPU summary."))
     return Analysis(trace=trace, links=links, tree=tree, steps=steps, breakdown=breakdown,
                     gpus=gpus, nodes=nodes, accounts=accounts, stack_ids=stack_ids, stack_strings=stack_strings,
                     tc_kernel=tc_kernel, comm_kernel=comm_kernel,

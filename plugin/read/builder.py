@@ -489,13 +489,18 @@ def _link_legacy_flows(cols: dict[str, np.ndarray], flows: list[dict[str, np.nda
         corr[k] = corr[o]
 
 
+#: The pid of the kernels in legacy ``torch.autograd.profiler`` exports (their tid is the
+#: device index).
+LEGACY_DEVICE_PID = "CUDA functions"
+
+
 def _legacy_kinds(kind: np.ndarray, cats: list[str], pids: list) -> None:
     """Legacy ``torch.autograd.profiler`` exports carry no ``cat``: use the pid label."""
     for i, (c, p) in enumerate(zip(cats, pids)):
         if c is None and isinstance(p, str):
             if p == "CPU functions":
                 kind[i] = Kind.HOST_OP
-            elif p == "CUDA functions":
+            elif p == LEGACY_DEVICE_PID:
                 kind[i] = Kind.KERNEL
 
 
@@ -552,6 +557,9 @@ def _fill_lanes(device: np.ndarray, stream: np.ndarray, rows: list[int], args: l
     ``check``, else the number in pid/tid."""
     for i in rows:
         a = args[i]
+        if pids[i] == LEGACY_DEVICE_PID:  # torch 1.x exports: the device is the tid, no stream
+            device[i], stream[i] = _lane_int(tids[i]), -1
+            continue
         d = a.device if a is not None and type(a.device) is int and check(a.device) \
             else _lane_int(pids[i])
         s = a.stream if a is not None and type(a.stream) is int and check(a.stream) \
@@ -625,11 +633,19 @@ def _interner() -> dict:
 
 
 def _format_dims(raw: bytes) -> str:
-    """``b'[[32,3,224,224], []]'`` -> ``"[[32, 3, 224, 224], []]"`` (torch's printing)."""
+    """``b'[[32,3,224,224], []]'`` -> ``"[[32, 3, 224, 224], []]"`` (torch's printing).
+
+    A tensor-list argument (its dims a list of lists: ``aten::cat``'s ``[[2, 3], [4, 3]]``)
+    is ``[]``, as ``key_averages(group_by_input_shape=True)`` prints it, so calls with lists
+    of different shapes are one row there and here."""
     try:
-        return str(decode_any(raw))
+        dims = decode_any(raw)
     except Exception:  # noqa: BLE001 - damaged dims text is shown as it is
         return raw.decode("utf-8", "replace")
+    if isinstance(dims, list):
+        dims = [[] if isinstance(d, list) and any(isinstance(x, list) for x in d) else d
+                for d in dims]
+    return str(dims)
 
 
 def _memory_columns(mem: list[Event], args: list, threads: dict) -> dict:
