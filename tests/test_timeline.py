@@ -375,6 +375,23 @@ def test_counters_utilization_and_memory():
     assert pts["counter:GPU 0 Utilization"] == [[2.5, 0.7333]]
 
 
+def test_counters_of_a_window_of_days_stay_in_range_and_order():
+    # (e - s) in ns times the width left int64: negative shares, times out of order
+    tl = build_timeline(build([kernel("k0", 0, 5), op("host", 0, 10), memory(1, 100),
+                               memory(2, 50)]))
+    for start, end in ((0, 1e15), (-1e15, 1e15)):
+        answer = tl.query(start, end, 10000)
+        for ln in answer["lanes"]:
+            if ln["kind"] != "counter":
+                continue
+            times = [p[0] for p in ln["points"]]
+            assert times == sorted(times), ln["id"]
+            if ln["id"].endswith("Utilization"):
+                assert all(0 <= p[1] <= 1 for p in ln["points"])
+            else:
+                assert [p[1] for p in ln["points"]] == [100, 50]
+
+
 def test_utilization_of_zero_length_kernels_only_is_zero():
     tl = build_timeline(build([kernel("k", 5, 0), op("host", 0, 10)]))
     pts = {ln["id"]: ln["points"] for ln in tl.query(0, 10, 2)["lanes"] if ln["kind"] == "counter"}
@@ -404,6 +421,17 @@ def test_event_links_on_a_tiny_trace():
     assert [a["id"] for a in tl.event(1)["launched"]] == [3]
     assert tl.event(2)["op"]["name"] == "aten::cudnn_convolution"
     assert tl.event(4)["runtime"] is None and tl.event(4)["op"] is None
+
+
+def test_a_long_event_lists_only_launches_of_its_own_thread():
+    # an event ending after about twice the latest start spilled into the thread bits of
+    # the (thread, start) key: thread 1's range listed a kernel launched on thread 2
+    t = build([op("outer_t1", 0, 5000, tid=1), op("op_t2", 0.5, 1, tid=2, ext=2),
+               runtime("cudaLaunchKernel", 0.6, 0.2, corr=9, ext=2, tid=2),
+               kernel("k_from_t2", 1, 1, corr=9)])
+    tl = build_timeline(t)
+    assert tl.event(0)["launched"] == []
+    assert [a["name"] for a in tl.event(1)["launched"]] == ["k_from_t2"]
 
 
 # --- scale and robustness ---------------------------------------------------------------------------

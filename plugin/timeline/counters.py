@@ -39,10 +39,19 @@ class Utilization:
     unit = "ratio"
 
     def points(self, s: int, e: int, width: int) -> list[list[float]]:
-        edges = s + (np.arange(width + 1) * (e - s)) // width
+        edges = pixel_edges(s, e, width)
         cov = np.diff(coverage_before(self.ms, self.me, edges, self.cum))
         frac = np.round(cov / np.maximum(np.diff(edges), 1), 4)
         return [list(p) for p in zip((edges[:-1] / 1000).tolist(), frac.tolist())]
+
+
+def pixel_edges(s: int, e: int, width: int) -> np.ndarray:
+    """The ``width + 1`` edges of ``width`` pixels over ``[s, e)`` (int ns):
+    ``s + (k * (e - s)) // width``, computed so that no product leaves int64 (a window of
+    days times 10,000 pixels did: negative utilization, times out of order)."""
+    k = np.arange(width + 1, dtype=np.int64)
+    step, rest = divmod(e - s, width)
+    return s + k * step + (k * rest) // width
 
 
 @dataclass
@@ -65,7 +74,7 @@ class Memory:
         if hi <= lo:
             return out
         ts, val = self.ts[lo:hi], self.value[lo:hi]
-        pixel = ((ts - s) * width) // (e - s)
+        pixel = np.searchsorted(pixel_edges(s, e, width), ts, side="right") - 1
         brk = np.r_[True, pixel[1:] != pixel[:-1]]
         heads = np.flatnonzero(brk)
         last = np.append(heads[1:], len(ts)) - 1

@@ -42,10 +42,9 @@ class EventIndex:
         self.act_launcher, self.act_rows = launcher[order], acts[order]
         # all runtime calls, by (thread, start), to find those nested in a host event
         rt = links.runtime_rows
-        self.shift = max(int(trace.start.max()) if len(trace) else 1, 1).bit_length() + 1
-        key = (trace.thread[rt].astype(np.int64) << self.shift) | trace.start[rt]
-        order = np.argsort(key, kind="stable")
-        self.rt_key, self.rt_rows = key[order], rt[order]
+        order = np.lexsort((trace.start[rt], trace.thread[rt]))
+        self.rt_rows = rt[order]
+        self.rt_thread, self.rt_start = trace.thread[self.rt_rows], trace.start[self.rt_rows]
 
     # --- small views -------------------------------------------------------------------------
 
@@ -63,11 +62,12 @@ class EventIndex:
     def nested_runtime(self, i: int) -> np.ndarray:
         """Runtime calls on ``i``'s thread lying inside ``i`` (start and end)."""
         t = self.trace
-        base = int(t.thread[i]) << self.shift
         s, e = int(t.start[i]), int(t.start[i] + t.dur[i])
-        lo = np.searchsorted(self.rt_key, base | s, side="left")
-        hi = np.searchsorted(self.rt_key, base | e, side="right")
-        rows = self.rt_rows[lo:hi]
+        a = np.searchsorted(self.rt_thread, t.thread[i], side="left")
+        b = np.searchsorted(self.rt_thread, t.thread[i], side="right")
+        starts = self.rt_start[a:b]
+        rows = self.rt_rows[a + np.searchsorted(starts, s, side="left"):
+                            a + np.searchsorted(starts, e, side="right")]
         return rows[t.start[rows] + t.dur[rows] <= e]
 
     # --- the answer ----------------------------------------------------------------------------

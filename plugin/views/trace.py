@@ -36,7 +36,8 @@ def event_id_param(params: Mapping[str, str | None]) -> int:
     # "²".isdigit() but int() fails; past 4,300 digits int() refuses (and no id is that long)
     if raw is None or not (raw.isascii() and raw.isdigit()) or len(raw) > MAX_ID_DIGITS:
         raise BadParameter("bad id", "Pass id=<event id>: the 6th element of a single-event "
-                           f"block in trace/timeline (got {echo(raw)}).")
+                           "block in trace/timeline ("
+                           + (f"got {echo(raw)})." if raw is not None else "none was given)."))
     return int(raw)
 
 
