@@ -269,6 +269,27 @@ def hover_texts(page, selector: str) -> list[str]:
 
 
 # -- hostile names -------------------------------------------------------------------------
+def test_a_trace_without_profiler_steps_is_charted_as_the_whole_trace(browser, tmp_path):
+    # SPEC §2.1.1 makes it one step "0": it was drawn as a real "Step 0"
+    import json
+
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t,
+               "dur": 40} for t in (0, 50)]
+    run = tmp_path / "nosteps"
+    run.mkdir()
+    (run / "w.pt.trace.json").write_text(json.dumps({"traceEvents": events}))
+    with stepscope_server(tmp_path) as base:
+        context, page, watch = open_page(browser, base)
+        page.goto(f"{base}/?run=nosteps&worker=w&view=Overview")
+        wait_plot(page, "#step-chart")
+        xs = page.evaluate("() => document.getElementById('step-chart').data.map(t => t.x)")
+        assert xs and all(x == ["Whole trace"] for x in xs), xs
+        titles = page.locator(".card h2").all_inner_texts()
+        assert "Step Time Breakdown (whole trace: no ProfilerStep)" in titles, titles
+        watch.assert_clean()
+        context.close()
+
+
 def test_html_in_trace_names_renders_as_text(browser, tmp_path):
     run = "run<svg onload=alert(5)>"
     xss_trace(tmp_path / run / "worker<img src=y onerror=alert(4)>.pt.trace.json.gz")

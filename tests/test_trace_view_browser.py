@@ -299,6 +299,39 @@ def test_unknown_event_in_url_and_odd_window(browser, kineto_url):
     context.close()
 
 
+def test_a_link_window_of_days_and_a_bad_event_say_so(browser, kineto_url):
+    # a window overlapping the trace but a billion times wider squeezed it into one pixel,
+    # silently; an event that is no id was ignored and stayed in the URL
+    context, page, watch = open_page(browser, kineto_url)
+    page.goto(f"{kineto_url}/?run={WORKERS_0}&worker=worker0&view=Trace&start=0&end=1e15&event=abc")
+    wait_drawn(page)
+    answer = hook(page, ".lastAnswer")
+    r0, r1 = answer["range"]
+    win = wait_window(page, f"w => w.end - w.start < {2 * (r1 - r0)}")
+    assert r0 - (r1 - r0) <= win["start"] and win["end"] <= r1 + (r1 - r0)
+    note = page.locator("#trace-window-note").inner_text()
+    assert "reaches far beyond this trace" in note and "showing the whole trace" in note
+    assert "The link's event (abc) is not an event id" in note
+    page.wait_for_function("() => !new URLSearchParams(location.search).has('event')")
+    assert float(query(page)["end"]) < 2 * r1
+    assert not watch.dialogs and not watch.page_errors and not watch.external
+    context.close()
+
+
+def test_the_detail_panel_gives_the_exact_duration(browser, kineto_url):
+    context, page, watch = open_page(browser, kineto_url)
+    page.goto(f"{kineto_url}/?run={WORKERS_0}&worker=worker0&view=Trace")
+    wait_drawn(page)
+    step = hook(page, ".lastAnswer.steps[0]")  # [name, start, end, host start, host end, id]
+    page.goto(f"{kineto_url}/?run={WORKERS_0}&worker=worker0&view=Trace&event={step[5]}")
+    page.locator("#trace-detail .event-name", has_text="ProfilerStep").wait_for(timeout=20_000)
+    facts = dict(zip(page.locator("#trace-detail .event-facts dt").all_inner_texts(),
+                     page.locator("#trace-detail .event-facts dd").all_inner_texts()))
+    dur = step[4] - step[3]
+    assert dur > 10_000 and facts["Duration"] == f"{dur / 1000:.3f} ms"  # was 4 digits
+    context.close()
+
+
 # -- HTML in trace names ------------------------------------------------------------------------------------
 def test_html_names_are_text_in_the_trace_view(browser, tmp_path):
     run = "run<svg onload=alert(5)>"

@@ -131,12 +131,13 @@ export const CATEGORY_COLORS = {
 
 /**
  * Stacked columns, one per step: `steps` names, `categories` [{name, values}], `average`
- * µs (dashed line). Each segment's hover: step, total, category time and share.
+ * µs (dashed line), `labels` the columns' names (default "Step N"). Each segment's hover:
+ * step, total, category time and share.
  */
-export async function drawStepChart(node, { steps, categories, average }) {
+export async function drawStepChart(node, { steps, categories, average, labels }) {
   const totals = steps.map((_, i) => categories.reduce((s, c) => s + (Number(c.values[i]) || 0), 0));
   const [unit, scale] = axisUnit(Math.max(...totals, 1));
-  const x = steps.map((s) => `Step ${s}`);
+  const x = labels ?? steps.map((s) => `Step ${s}`);
   const data = categories.map((c) => ({
     type: "bar", name: escapeHtml(c.name), x: x.map(escapeHtml), y: c.values.map((v) => v / scale),
     marker: { color: CATEGORY_COLORS[c.name] },
@@ -156,7 +157,8 @@ export async function drawStepChart(node, { steps, categories, average }) {
       font: { size: 11, color: "#1f2933" } });
   }
   return plot(node, data, {
-    barmode: "stack", bargap: steps.length < 4 ? 0.75 : 0.35, // no slab-wide lone bar margin: { l: 64, r: 80, t: 10, b: 40 },
+    barmode: "stack", bargap: steps.length < 4 ? 0.75 : 0.35, // no slab-wide lone bar
+    margin: { l: 64, r: 80, t: 10, b: 40 },
     xaxis: { type: "category", fixedrange: true },
     yaxis: { title: { text: `Step time (${unit})` }, fixedrange: true, gridcolor: "#e4e7eb", rangemode: "tozero" },
     legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom", traceorder: "normal" },

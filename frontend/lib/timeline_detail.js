@@ -41,7 +41,7 @@ export function detailPanel(detail, opts) {
     ["Kind", kindLabel(detail.kind)],
     ["Category", detail.category],
     ["Start", formatTime(detail.start)],
-    ["Duration", formatDuration(detail.dur)],
+    ["Duration", formatTime(detail.dur)], // exact to the ns, as Start and End
     ["End", formatTime(detail.end)],
     ["Lane", opts.laneName(detail.lane)],
     ["Thread", Array.isArray(detail.thread) ? detail.thread.join(" / ") : null],

@@ -84,7 +84,7 @@ export function createSearch({ fetchPage, onJump, onError = () => {} }) {
         total ? el("div", { className: "search-nav" },
           nav("‹ Previous", "Previous match (Shift+Enter)", () => step(-1), false),
           el("span", { className: "search-position", id: "trace-search-position" },
-            index >= 0 ? `${formatCount(index + 1)} of ${formatCount(total)}` : `${formatCount(total)} matches`),
+            index >= 0 ? `${formatCount(index + 1)} of ${formatCount(total)}` : `${formatCount(total)} match${total === 1 ? "" : "es"}`),
           nav("Next ›", "Next match (Enter)", () => step(1), false)) : null),
       el("div", { className: "muted", id: "trace-search-count" }, head),
       matches.length ? el("ol", { className: "match-list", start: offset + 1 }, matches.map((m, i) =>

@@ -21,6 +21,14 @@ export function clampWindow({ start, end }, range) {
   return { start: s, end: s + span };
 }
 
+/** Does `win` reach past where the view may go (the trace and its margin, {@link clampWindow})
+ * by more than rounding? (a link's window of days over a trace of seconds) */
+export function reachesBeyond(win, range) {
+  const clamped = clampWindow(win, range);
+  const slack = 1e-6 * Math.max(range[1] - range[0], MIN_SPAN);
+  return clamped.start > win.start + slack || clamped.end < win.end - slack;
+}
+
 /**
  * Zoom by `factor` (< 1 zooms in) keeping the time under `anchor` (0..1 across the plot)
  * where it is: zoomAt({start: 0, end: 100}, 0.5, 0.5) -> {start: 25, end: 75}.

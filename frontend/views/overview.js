@@ -116,14 +116,18 @@ function executionSummary(overview) {
 function stepChart(overview) {
   const { steps, categories } = stepSeries(overview.steps);
   const box = el("div", { className: "chart step-chart", id: "step-chart" });
-  const section = card(`Step Time Breakdown (${steps.length} step${steps.length === 1 ? "" : "s"})`, box);
+  // a trace without ProfilerStep is one step "0" spanning it (SPEC §2.1.1): say so
+  const whole = Boolean(overview.step_summary?.whole_trace);
+  const section = card(whole ? "Step Time Breakdown (whole trace: no ProfilerStep)"
+    : `Step Time Breakdown (${steps.length} step${steps.length === 1 ? "" : "s"})`, box);
   if (!steps.length) {
     setChildren(box, emptyState("No steps", "This trace has no ProfilerStep ranges and no host events."));
     box.className = "";
     return section;
   }
   const average = Number(overview.performance?.[0]?.value);
-  drawStepChart(box, { steps, categories, average }).catch((err) => setChildren(box, errorPanel(err)));
+  const labels = whole ? steps.map(() => "Whole trace") : undefined;
+  drawStepChart(box, { steps, categories, average, labels }).catch((err) => setChildren(box, errorPanel(err)));
   return section;
 }
 

@@ -18,8 +18,8 @@ import { createScene } from "../lib/timeline_scene.js";
 import { createSearch } from "../lib/timeline_search.js";
 import { AXIS_H, HEADER_H } from "../lib/timeline_axes.js";
 import { blockTip, counterTip, laneTip, showTip, stepLines, windowText } from "../lib/timeline_widgets.js";
-import { MIN_SPAN, clampWindow, panBy, roundTime, windowAround, windowFromState, windowToState, zoomAt,
-} from "../lib/timeline_window.js";
+import { MIN_SPAN, clampWindow, panBy, reachesBeyond, roundTime, windowAround, windowFromState, windowToState,
+  zoomAt } from "../lib/timeline_window.js";
 
 /** Render the Trace view of ctx.client's span into `root`. */
 export async function render(root, ctx) {
@@ -153,6 +153,10 @@ export async function render(root, ctx) {
       setWindow(clampWindow(urlWin, range)); // (its fetch writes the window into the URL)
       linkNote.textContent = `The link's window (${asked}) lies outside this trace `
         + `(${range[0]} – ${range[1]} µs): showing the nearest part.`;
+    } else if (reachesBeyond(urlWin, range)) {
+      setWindow(clampWindow(urlWin, range));
+      linkNote.textContent = `The link's window (${asked}) reaches far beyond this trace `
+        + `(${range[0]} – ${range[1]} µs): showing the whole trace.`;
     }
   }
 
@@ -260,7 +264,12 @@ export async function render(root, ctx) {
 
   // -- selection and details ------------------------------------------------------------------------------------
   async function selectEvent(id, { brief = null, jump = false } = {}) {
-    if (!Number.isInteger(id) || id < 0) return;
+    if (!Number.isInteger(id) || id < 0) {
+      linkNote.textContent = [linkNote.textContent, `The link's event (${ctx.state.event}) is not an `
+        + "event id: nothing is selected."].filter(Boolean).join(" ");
+      ctx.update({ event: null });
+      return;
+    }
     detailCtl?.abort();
     const mine = detailCtl = new AbortController();
     ctx.update({ event: String(id) });
