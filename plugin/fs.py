@@ -115,6 +115,8 @@ class LocalFS:
         real_root = os.path.realpath(root)
         try:  # O_NONBLOCK: a FIFO swapped in must not hang the caller
             fd = os.open(os.path.realpath(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except PermissionError as e:
+            raise _unreadable(name, e) from None
         except OSError:
             raise _gone(name) from None
         f = os.fdopen(fd, "rb")
@@ -196,6 +198,8 @@ class FsspecFS:
             raise _outside(name)
         try:
             return self.open(path), self.stat(path)
+        except PermissionError as e:
+            raise _unreadable(name, e) from None
         except (OSError, ValueError):
             raise _gone(name) from None
 
@@ -203,6 +207,11 @@ class FsspecFS:
 def _gone(name: str) -> NotFound:
     return NotFound(f"{name} is gone", "The file was deleted or moved since it was "
                     "analysed; reload the run list.")
+
+
+def _unreadable(name: str, e: OSError) -> Forbidden:
+    return Forbidden(f"{name} cannot be read", f"{e.strerror or e}: the server's user may not "
+                     "read this file now; fix its permissions.", file=name)
 
 
 def _outside(name: str) -> Forbidden:

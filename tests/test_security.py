@@ -139,6 +139,45 @@ def test_download_of_a_changed_file_is_refused_with_a_json_error(linked, header)
     assert body["error"] == "precondition failed" and "download it again" in body["detail"]
 
 
+def test_download_of_a_file_changed_since_its_analysis_is_a_409(tmp_path):
+    """A file being rewritten in place: the views still show the version analysed, so its
+    new (maybe half-written) bytes are not served as if they were that version."""
+    from stepscope.web.app import app_store, create_app
+
+    (tmp_path / "run").mkdir()
+    path = tmp_path / "run" / "worker0.pt.trace.json"
+    path.write_bytes(tiny_trace())
+    app = create_app(str(tmp_path), reload_interval=0, no_cache=True)
+    try:
+        client = app.test_client()
+        wait_ready(client, "run", "worker0")
+        url = query("trace/download", run="run", worker="worker0")
+        ok = client.get(url)
+        assert ok.status_code == 200 and ok.get_data() == path.read_bytes()
+        ok.close()
+        path.write_bytes(tiny_trace()[:100])  # the rewrite has begun
+        body = error_body(client.get(url), 409)
+        assert body["error"] == "changed since analysed" and "new version is analysed" in body["detail"]
+        assert client.get(query("overview", run="run", worker="worker0")).status_code == 200
+    finally:
+        app_store(app).close(timeout=5)
+
+
+def test_download_of_an_unreadable_file_says_so(linked, monkeypatch):
+    """Permission denied is not "the file is gone" (it is there; the views still answer)."""
+    import stepscope.fs
+
+    client, _, _ = linked
+
+    def refuse(*_args, **_kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(stepscope.fs.os, "open", refuse)
+    body = error_body(client.get(query("trace/download", run="inside", worker="worker0")), 403)
+    assert body["error"] == "worker0.pt.trace.json cannot be read"
+    assert body["detail"].startswith("Permission denied: ") and "permissions" in body["detail"]
+
+
 def test_errors_of_a_file_outside_do_not_quote_it(linked):
     client, _, _ = linked
     for route in ("views", "overview", "notes", "trace/download"):

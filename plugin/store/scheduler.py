@@ -65,6 +65,8 @@ class Ready:
     viewset: Any
     file_notes: list[dict] = field(default_factory=list)
     path: str = ""  # the analysed trace file (trace/download serves it)
+    #: the analysed version's (size, mtime ns, identity): :attr:`~..discovery.FileInfo.signature`
+    signature: tuple | None = None
 
     def names(self) -> list[str]:
         return list(self.viewset.names())
@@ -112,7 +114,7 @@ class Job:
 
     def ready(self, viewset: Any) -> Ready:
         """``viewset`` with the file's notes from discovery (a shadowed duplicate, say)."""
-        return Ready(viewset, self._file_notes(), self.info.path)
+        return Ready(viewset, self._file_notes(), self.info.path, self.info.signature)
 
     def _file_notes(self) -> list[dict]:
         note = shadow_note(self.info)

@@ -250,6 +250,11 @@ def trace_download() -> Response:
     name = os.path.basename(ready.path)
     store = app_store(current_app)
     f, st = store.fs.open_inside(store.logdir, ready.path)
+    if ready.signature is not None and (st.size, st.mtime_ns, st.identity) != ready.signature:
+        f.close()  # (being rewritten, say: its bytes are not those of the views shown)
+        raise StepscopeError("changed since analysed", f"{name} changed since the views shown "
+                             "were analysed (it may still be being written): download it once "
+                             "its new version is analysed, or reload the page.", status=409)
     tag = hashlib.sha1(f"{st.identity}-{st.size}-{st.mtime_ns}".encode()).hexdigest()[:16]
     resp = send_file(f, mimetype="application/gzip" if name.endswith(".gz") else "application/json",
                      as_attachment=True, download_name=download_name(name), conditional=False,
