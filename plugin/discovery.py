@@ -400,6 +400,8 @@ class Scanner:
         self._sniffed: dict[str, tuple[tuple[int, int, int], Sniff]] = {}
         #: each folder's entries at the last complete walk (kept through a passing error)
         self._listed: dict[str, list] = {}
+        #: folders the last walk could not list for lack of permission: {relative name: reason}
+        self._unlisted: dict[str, str] = {}
         self.skipped: list[dict[str, str]] = []
 
     def root_name(self) -> str:
@@ -434,6 +436,7 @@ class Scanner:
         root = self.fs.realpath(self.logdir)
         seen: set[str] = set()
         listed: dict[str, list] = {}
+        unlisted: dict[str, str] = {}
         # folders in a fixed order, those reached through a link last: a real folder is
         # named after its own path when it has one (a link `latest -> run3` beside it
         # used to take run3's name in scandir's order, and links to its URLs went 404)
@@ -450,6 +453,11 @@ class Scanner:
                     raise listing_error(self.logdir, e) from None
                 if not isinstance(e, OSError) and not self.fs.remote:
                     raise
+                if isinstance(e, PermissionError):  # lasting: said in `skipped`, logged once
+                    unlisted[rel] = f"cannot list this folder: {e.strerror or e}"
+                    if rel not in self._unlisted:
+                        log.warning("cannot list %s: %s", redact(folder), e)
+                    continue
                 log.debug("cannot list %s: %s", redact(folder), e)
                 # a passing error (a remote timeout) keeps what the folder held: its runs
                 # and their analyses stay (they went, and were analysed again, once it passed)
@@ -470,6 +478,7 @@ class Scanner:
                     files.append(entry)
             yield rel, folder, files
         self._listed = listed  # (a walk stopped early keeps the last complete one)
+        self._unlisted = unlisted
 
     def snapshot(self) -> Snapshot:
         """``{run: {worker: {span: FileInfo}}}``, every level sorted (runs by name, workers
@@ -491,7 +500,12 @@ class Scanner:
                     continue
                 try:
                     st = self.fs.stat(entry.path)
-                except OSError:
+                except PermissionError as e:  # there, but hidden from us: say why it is not
+                    file = entry.name if rel == "." else f"{rel}/{entry.name}"
+                    skipped.append({"file": display_name(file),
+                                    "reason": f"cannot read: {e.strerror or e}"})
+                    continue
+                except OSError:  # gone since the listing
                     continue
                 info = FileInfo(entry.path, st.size, st.mtime_ns, st.identity)
                 live.add(entry.path)
@@ -508,6 +522,8 @@ class Scanner:
         # forget sniff results of files that are gone
         for path in [p for p in self._sniffed if p not in live]:
             del self._sniffed[path]
+        skipped += [{"file": display_name(rel if rel != "." else self.root_name()) + "/",
+                     "reason": reason} for rel, reason in self._unlisted.items()]
         self.skipped = sorted(skipped, key=lambda s: s["file"])
         return self._named(found)
 

@@ -353,6 +353,38 @@ def test_a_folder_that_cannot_be_listed_for_now_keeps_its_runs():
         mem.rm("/passing", recursive=True)
 
 
+def test_unreadable_folders_and_files_are_listed_as_skipped_with_the_reason(tmp_path, caplog):
+    """A run folder or file the server may not read (chmod 000) vanished from the runs
+    without a word (SPEC §1.4: nothing is hidden without a reason)."""
+    for run in ("runA", "runB"):
+        write(tmp_path / run / "worker0.pt.trace.json")
+    write(tmp_path / "runA" / "worker1.pt.trace.json")
+    scanner = Scanner(str(tmp_path))
+    assert list(scanner.snapshot()) == ["runA", "runB"]
+    real_scandir, real_stat = scanner.fs.scandir, scanner.fs.stat
+
+    def scandir(folder):
+        if folder.endswith("runB"):
+            raise PermissionError(13, "Permission denied")
+        return real_scandir(folder)
+
+    def stat(path):
+        if path.endswith("worker1.pt.trace.json"):
+            raise PermissionError(13, "Permission denied")
+        return real_stat(path)
+
+    scanner.fs.scandir, scanner.fs.stat = scandir, stat
+    with caplog.at_level("WARNING", logger="stepscope.discovery"):
+        runs = scanner.snapshot()
+        scanner.snapshot()
+    assert {r: list(w) for r, w in runs.items()} == {"runA": ["worker0"]}
+    assert scanner.skipped == [
+        {"file": "runA/worker1.pt.trace.json", "reason": "cannot read: Permission denied"},
+        {"file": "runB/", "reason": "cannot list this folder: Permission denied"}]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"cannot list {tmp_path}/runB: [Errno 13] Permission denied"]  # once
+
+
 def test_listing_errors_say_what_to_do():
     """No credentials at all is a 403 about credentials (not "is the service reachable?");
     a URL naming a file is a 404 asking for the folder."""
