@@ -28,7 +28,6 @@ let state = host?.read() ?? parseState(window.location.search);
 let client = null; // spanClient of the shown span
 let views = [];
 let navToken = 0; // bumped by every navigation: stale async work checks it and stops
-let runsSeen = "";
 
 // -- selectors ----------------------------------------------------------------------
 /** Longest option text; longer names lose their middle (full name on hover). */
@@ -43,6 +42,9 @@ const OPTION_CHARS_NARROW = { run: 26, worker: 19, span: 27 }; // <= 1100 px (st
  */
 function fillSelect(select, values, current, labels = (vs) => vs, title = (v, l) => l) {
   const shown = labels(values);
+  const filled = JSON.stringify([values, shown, current]);
+  if (select.dataset.filled === filled) return; // as it is (a refresh found nothing new)
+  select.dataset.filled = filled;
   const max = (window.innerWidth <= 1100 ? OPTION_CHARS_NARROW : OPTION_CHARS)[select.id] ?? 30;
   setChildren(select, values.map((v, i) => el("option", {
     value: v, selected: v === current, title: title(v, shown[i]),
@@ -60,6 +62,15 @@ function fitHeader() {
   if (ui.tabs.scrollWidth > ui.tabs.clientWidth + 1) bar.classList.add("two-rows");
 }
 window.addEventListener("resize", fitHeader);
+
+/**
+ * `[values, labels]` for a selector: `values` plus `current` when a refresh no longer lists
+ * it (the page still shows it), labelled "(removed)", so the selector says what is shown.
+ */
+function keepShown(values, current, labels = (vs) => vs) {
+  if (current === undefined || current === null || values.includes(current)) return [values, labels];
+  return [[...values, current], (vs) => [...labels(vs.slice(0, -1)), `${current} (removed)`]];
+}
 
 /** Run names as listed; a run whose every file failed says so (that state is stable). */
 function runLabel(status) {
@@ -108,7 +119,6 @@ async function navigate() {
   try {
     const runs = await fetchRuns(token);
     if (!runs) return;
-    runsSeen = JSON.stringify(runs.runs);
     if (!runs.runs.length) {
       for (const s of [ui.run, ui.worker, ui.span]) fillSelect(s, [], "");
       setChildren(ui.tabs);
@@ -302,16 +312,43 @@ ui.copy.addEventListener("click", async () => {
   else window.prompt("Copy this link:", url);
 });
 
-/** Pick up new runs while the page is open (the server rescans the log directory). */
+/**
+ * Follow the log directory while the page is open (the server rescans it): new runs, new
+ * workers and spans of the shown run (tensorboard_trace_handler writes a span per profiling
+ * cycle), "(failed)" labels; a run, worker or span shown that is gone stays in its selector
+ * as "(removed)", with a banner, until another is picked.
+ */
 async function refreshRuns() {
   if (document.visibilityState !== "visible") return;
+  const token = navToken;
+  const { run, worker, span } = state;
   try {
     const body = await getJSON("runs");
-    const seen = JSON.stringify(body.runs);
-    if (seen !== runsSeen && body.runs.length) {
-      runsSeen = seen;
-      fillSelect(ui.run, body.runs, state.run, runLabel(body.status));
-      if (!state.run) navigate();
+    if (token !== navToken) return;
+    if (!run) {
+      if (body.runs.length) navigate();
+      return;
+    }
+    const [runs, runLabels] = keepShown(body.runs, run, runLabel(body.status));
+    fillSelect(ui.run, runs, run, runLabels);
+    let gone = body.runs.includes(run) ? null : `Run “${run}”`;
+    if (!gone && worker !== undefined) {
+      const workers = await getJSON("workers", { run });
+      if (token !== navToken) return;
+      const [values, labels] = keepShown(workers, worker);
+      fillSelect(ui.worker, values, worker, labels);
+      if (!workers.includes(worker)) gone = `Worker “${worker}”`;
+      else if (span !== undefined) {
+        const spans = await getJSON("spans", { run, worker });
+        if (token !== navToken) return;
+        const [values, labels] = keepShown(spans, span, spanLabels);
+        fillSelect(ui.span, values, span, labels, spanTip);
+        if (!spans.includes(span)) gone = `Span “${span}”`;
+      }
+    }
+    if (gone) {
+      banner(`${gone} is no longer in the log directory (deleted, moved or unreadable): this `
+        + "page shows it as it was loaded. Pick another to go on.");
     }
   } catch {
     // the next refresh tries again; navigation shows errors

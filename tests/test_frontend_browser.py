@@ -271,13 +271,7 @@ def hover_texts(page, selector: str) -> list[str]:
 # -- hostile names -------------------------------------------------------------------------
 def test_a_trace_without_profiler_steps_is_charted_as_the_whole_trace(browser, tmp_path):
     # SPEC §2.1.1 makes it one step "0": it was drawn as a real "Step 0"
-    import json
-
-    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t,
-               "dur": 40} for t in (0, 50)]
-    run = tmp_path / "nosteps"
-    run.mkdir()
-    (run / "w.pt.trace.json").write_text(json.dumps({"traceEvents": events}))
+    _cpu_trace(tmp_path / "nosteps" / "w.pt.trace.json")
     with stepscope_server(tmp_path) as base:
         context, page, watch = open_page(browser, base)
         page.goto(f"{base}/?run=nosteps&worker=w&view=Overview")
@@ -287,6 +281,48 @@ def test_a_trace_without_profiler_steps_is_charted_as_the_whole_trace(browser, t
         titles = page.locator(".card h2").all_inner_texts()
         assert "Step Time Breakdown (whole trace: no ProfilerStep)" in titles, titles
         watch.assert_clean()
+        context.close()
+
+
+def _cpu_trace(path: Path, op: str = "aten::mm") -> None:
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": t, "dur": 40}
+        for t in (0, 50)]}))
+
+
+def test_the_open_page_follows_new_spans_workers_and_a_removed_run(browser, tmp_path):
+    """New spans and workers of the run shown appear in its selectors (only new runs did);
+    a run deleted while shown stays selected as "(removed)" with a banner (the selector
+    showed another run while the page showed the deleted one)."""
+    import shutil
+
+    _cpu_trace(tmp_path / "runA" / "worker0.100.pt.trace.json")
+    _cpu_trace(tmp_path / "runS" / "worker0.100.pt.trace.json")
+    with stepscope_server(tmp_path, "--reload-interval", "1") as base:
+        context, page, watch = open_page(browser, base)
+        page.goto(f"{base}/?run=runS&worker=worker0&view=Overview")
+        wait_plot(page, "#step-chart")
+        options = "id => [...document.querySelectorAll(`#${id} option`)].map(o => o.value)"
+        assert page.evaluate(options, "span") == ["100"]
+        _cpu_trace(tmp_path / "runS" / "worker0.200.pt.trace.json")
+        _cpu_trace(tmp_path / "runS" / "worker1.100.pt.trace.json")
+        page.wait_for_function(f"() => ({options})('span').length === 2 && ({options})('worker')"
+                               ".length === 2", timeout=40_000)
+        assert page.evaluate(options, "worker") == ["worker0", "worker1"]
+        assert page.locator("#span").input_value() == "100"  # still the span shown
+        shutil.rmtree(tmp_path / "runS")
+        page.wait_for_function("() => document.querySelector('#banner').innerText.includes("
+                               "'no longer in the log directory')", timeout=40_000)
+        assert page.locator("#run").input_value() == "runS"
+        assert page.locator("#run option:checked").inner_text() == "runS (removed)"
+        assert "Run “runS” is no longer" in page.locator("#banner").inner_text()
+        page.select_option("#run", "runA")  # another run is picked as usual
+        page.wait_for_function("() => new URLSearchParams(location.search).get('run') === 'runA'")
+        wait_plot(page, "#step-chart")
+        assert page.evaluate(options, "run") == ["runA"]
         context.close()
 
 
