@@ -13,7 +13,6 @@ log directory or bad arguments, 1 when the port is busy, 0 on Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import os
 import signal
@@ -24,8 +23,8 @@ import time
 from . import __version__
 from .fs import filesystem, is_url, listing_error, redact, scrub
 from .processes import small_pages, start_forkserver
+from .web.hosts import answer_local_hosts_only, is_loopback
 
-LOOPBACK_NAMES = ("localhost", "ip6-localhost")
 #: waitress request threads (requests are cheap: analysis runs on the store's threads)
 SERVER_THREADS = 8
 #: Open connections waitress keeps (its default, 100, lets 100 idle or half-sent requests
@@ -51,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1",
                    help="interface to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=6007, help="port (0: pick a free one)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="also answer requests for this host name (a reverse proxy's), "
+                        "repeatable; on a loopback --host only localhost is answered")
     p.add_argument("--cache-dir", metavar="D", help="folder for the analysis cache")
     p.add_argument("--no-cache", action="store_true", help="do not use the analysis cache")
     p.add_argument("--reload-interval", type=float, default=5.0, metavar="S",
@@ -61,15 +63,6 @@ def build_parser() -> argparse.ArgumentParser:
                         "needs stepscope[dask]) instead of local worker processes")
     p.add_argument("--version", action="version", version=f"stepscope {__version__}")
     return p
-
-
-def is_loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def url_host(host: str) -> str:
@@ -158,6 +151,8 @@ def _serve(args: argparse.Namespace) -> int:
             raise
         print(f"stepscope: {e}", file=sys.stderr)
         return 2
+    if is_loopback(args.host):
+        answer_local_hosts_only(app, also=args.allow_host)
     try:
         # poll(), not select(): select fails once the process holds more than 1024 fds
         server = create_server(app, host=args.host, port=args.port, threads=SERVER_THREADS,

@@ -349,7 +349,35 @@ def test_default_host_is_loopback_and_others_are_not():
     from stepscope.cli import build_parser, is_loopback
 
     assert build_parser().parse_args(["d"]).host == "127.0.0.1"
-    for host in ("127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"):
+    for host in ("127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]", "LOCALHOST.",
+                 "app.localhost"):
         assert is_loopback(host), host
-    for host in ("0.0.0.0", "::", "192.168.1.10", "example.org", ""):
+    for host in ("0.0.0.0", "::", "192.168.1.10", "example.org", "", "localhost.example.org"):
         assert not is_loopback(host), host  # these print the warning (tests/test_cli.py)
+
+
+def test_a_loopback_server_refuses_other_host_names(tmp_path):
+    """DNS rebinding: a page of attacker.example, its name resolving to 127.0.0.1 once
+    loaded, made the browser read the loopback server's runs and trace files."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "worker0.pt.trace.json").write_bytes(tiny_trace())
+    with stepscope_server(tmp_path, "--allow-host", "Proxy.Example") as base:
+        where = urlsplit(base)
+
+        def get(host: str) -> tuple[int, dict]:
+            conn = http.client.HTTPConnection(where.hostname, where.port, timeout=30)
+            try:
+                conn.request("GET", f"{PREFIX}/runs", headers={"Host": host})
+                resp = conn.getresponse()
+                return resp.status, json.loads(resp.read())
+            finally:
+                conn.close()
+
+        for host in (where.netloc, f"localhost:{where.port}", f"[::1]:{where.port}",
+                     "proxy.example"):
+            status, body = get(host)
+            assert status == 200 and body["runs"] == ["run"], host
+        for host in (f"attacker.example:{where.port}", "attacker.example", f"localhost.evil:{where.port}"):
+            status, body = get(host)
+            assert status == 403 and body["error"] == "not a local host name", host
+            assert "http://127.0.0.1:PORT/" in body["detail"] and "--allow-host" in body["detail"]
