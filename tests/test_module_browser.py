@@ -42,11 +42,26 @@ def tiny_trace() -> dict:
     ]}
 
 
+def many_steps(n: int) -> dict:
+    """``n`` steps of a forward range each (step k's forward lasts k µs)."""
+    events = []
+    for k in range(n):
+        events += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": 1,
+                    "tid": 1, "ts": 1000 * k, "dur": 900},
+                   {"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 1, "tid": 1,
+                    "ts": 1000 * k + 1, "dur": k + 1},
+                   {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                    "ts": 1000 * k + 1, "dur": 1}]
+    return {"traceEvents": events}
+
+
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("modlogs")
     (logdir / "cuda").mkdir()
     (logdir / "tiny").mkdir()
+    (logdir / "many").mkdir()
+    (logdir / "many" / "w.pt.trace.json").write_text(json.dumps(many_steps(450)))
     shutil.copy(f"{SHARED}/{SHARED_TRACES['hta_v100_resnet_ns_2024']}",
                 logdir / "cuda" / "rank0.pt.trace.json.gz")
     (logdir / "tiny" / "w.pt.trace.json").write_text(json.dumps(tiny_trace()))
@@ -213,5 +228,23 @@ def test_operator_call_stack_links_to_flame_and_back(browser, base):
     page.wait_for_function("() => new URLSearchParams(location.search).get('view') === 'Operator'")
     assert query(page)["search"] == name
     screenshot(page, "module_back_to_operator")
+    watch.assert_clean()
+    context.close()
+
+
+def test_many_steps_are_charted_as_means_of_consecutive_steps(browser, base):
+    """A bar per step froze the page for about 2 minutes at 60,000 steps: past 200 columns
+    each is the mean of a run of steps; a click still picks a step."""
+    context, page, watch = open_page(browser, base)
+    page.goto(f"{base}/?run=many&view=Module")
+    page.wait_for_selector("#module-phase-chart .main-svg", timeout=READY_MS)
+    xs = page.evaluate("() => document.getElementById('module-phase-chart').data[0].x")
+    assert len(xs) == 151 and xs[0] == "Steps 0–2" and xs[-2] == "Steps 447–449" and xs[-1] == "Average"
+    forward = page.evaluate("() => document.getElementById('module-phase-chart').data"
+                            ".find(t => t.name === 'Forward').y")
+    assert forward[0] == pytest.approx(2.0) and forward[1] == pytest.approx(5.0)  # means, µs
+    assert "450 steps: each column is the mean of 3 consecutive steps" in \
+        page.locator("#module-phase-means").inner_text()
+    assert page.locator("#module-step option").count() == 451  # the table: every step
     watch.assert_clean()
     context.close()

@@ -18,12 +18,27 @@ export const PHASE_COLORS = { DataLoader: "#edc948", Forward: "#4e79a7", Backwar
   Optimizer: "#59a14f", Other: "#bab0ac" };
 export const AVERAGE = "average";
 
-/** Series of the stacked phase chart: columns are the steps then "Average". */
-export function phaseSeries(body, which = "host_us") {
-  const x = [...body.steps.map((s) => `Step ${s.step}`), "Average"];
+/** Most columns of the phase charts: more steps are shown as the means of runs of them. */
+export const MAX_PHASE_COLUMNS = 200;
+
+/**
+ * Series of the stacked phase chart: columns are the steps then "Average". Past
+ * `maxColumns` steps a column is the mean of `per` consecutive steps ("Steps 1–300"): a
+ * bar per step froze the page for ~2 minutes at 60,000 steps. `starts[i]`: index of column
+ * i's first step.
+ */
+export function phaseSeries(body, which = "host_us", maxColumns = MAX_PHASE_COLUMNS) {
+  const steps = body.steps;
+  const per = Math.max(1, Math.ceil(steps.length / maxColumns));
+  const starts = [];
+  for (let i = 0; i < steps.length; i += per) starts.push(i);
+  const group = (i) => steps.slice(i, i + per);
+  const x = [...starts.map((i) => (group(i).length === 1 ? `Step ${steps[i].step}`
+    : `Steps ${steps[i].step}–${group(i).at(-1).step}`)), "Average"];
+  const mean = (g, p) => g.reduce((t, s) => t + (Number(s[which][p]) || 0), 0) / g.length;
   const series = body.phases.map((p) => ({ name: p, color: PHASE_COLORS[p],
-    values: [...body.steps.map((s) => s[which][p]), body.average[which][p]] }));
-  return { x, series };
+    values: [...starts.map((i) => (per === 1 ? steps[i][which][p] : mean(group(i), p))), body.average[which][p]] }));
+  return { x, series, starts, per };
 }
 
 /** The phases entry of `step` (a step name, or "average"). */
@@ -91,12 +106,18 @@ async function phasesTab(ctx, box, summary) {
   const table = el("div", { id: "module-phase-table" });
   const source = Object.entries(body.source).map(([p, s]) => `${p}: ${s === "record_function" ? "your record_function ranges" : "inferred"}`).join(" · ");
   const hasDevice = body.steps.some((s) => s.device_total_us > 0);
-  setChildren(box, card("Phases per step (host time)", el("p", { className: "muted" }, source),
+  const host = phaseSeries(body, "host_us");
+  const means = host.per > 1 ? el("p", { className: "muted", id: "module-phase-means" },
+    `${formatCount(body.steps.length)} steps: each column is the mean of ${formatCount(host.per)} consecutive `
+    + "steps (click one for its first step; the table below has every step).") : null;
+  setChildren(box, card("Phases per step (host time)", el("p", { className: "muted" }, source), means,
     notesList(summary.notes, ["phases_inferred", "steps_without_forward", "no_steps"]), chart),
   hasDevice ? card("Phases per step (device time launched)", devChart) : null,
   card("Phase table", table));
-  const pick = (i) => { ctx.update({ mod_step: i < body.steps.length ? body.steps[i].step : AVERAGE }); ctx.rerender(); };
-  const host = phaseSeries(body, "host_us");
+  const pick = (i) => { // a column: its (first) step, or the average
+    ctx.update({ mod_step: i < host.starts.length ? body.steps[host.starts[i]].step : AVERAGE });
+    ctx.rerender();
+  };
   drawStackedBars(chart, { ...host, yTitle: "Host time", onClick: pick }).catch((e) => setChildren(chart, errorPanel(e)));
   if (hasDevice) {
     drawStackedBars(devChart, { ...phaseSeries(body, "device_us"), yTitle: "Device time", onClick: pick })

@@ -28,12 +28,24 @@ test("phases: series per phase with the average last; a step's entry", () => {
   const body = { phases: ["Forward", "Other"],
     steps: [{ step: "1", host_us: { Forward: 3, Other: 1 } }, { step: "2", host_us: { Forward: 5, Other: 1 } }],
     average: { host_us: { Forward: 4, Other: 1 } } };
-  const { x, series } = phaseSeries(body);
+  const { x, series, starts } = phaseSeries(body);
   assert.deepEqual(x, ["Step 1", "Step 2", "Average"]);
+  assert.deepEqual(starts, [0, 1]);
   assert.deepEqual(series[0].values, [3, 5, 4]);
   assert.equal(phaseEntry(body, "2"), body.steps[1]);
   assert.equal(phaseEntry(body, AVERAGE), body.average);
   assert.equal(phaseEntry(body, "9"), body.average);
+});
+
+test("phases: past the most columns, each is the mean of consecutive steps", () => {
+  const steps = Array.from({ length: 7 }, (_, i) => ({ step: String(i + 1), host_us: { Forward: i + 1 } }));
+  const body = { phases: ["Forward"], steps, average: { host_us: { Forward: 4 } } };
+  const { x, series, starts, per } = phaseSeries(body, "host_us", 3);
+  assert.equal(per, 3);
+  assert.deepEqual(x, ["Steps 1–3", "Steps 4–6", "Step 7", "Average"]);
+  assert.deepEqual(series[0].values, [2, 5, 7, 4]);
+  assert.deepEqual(starts, [0, 3, 6]);
+  assert.equal(phaseSeries(body, "host_us", 7).per, 1); // up to the most: a column per step
 });
 
 test("links keep the trace and drop the other views' keys", () => {
