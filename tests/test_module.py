@@ -509,3 +509,8 @@ def test_a_range_the_tree_clips_against_its_python_frame_keeps_its_device_time()
     assert (fwd["host_total_us"], fwd["device_us"]) == (80, 12)
     phases = v.get("module/phases", {})
     assert phases["average"]["device_us"]["Forward"] == 12
+    # how torch records every range with with_stack: an info note, not the warning
+    notes = {n["code"]: n for n in v.notes()}
+    assert "partial_overlaps" not in notes
+    note = notes["ranges_clipped_to_python_frames"]
+    assert note["level"] == "info" and note["text"].startswith("1 record_function ranges")

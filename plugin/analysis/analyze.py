@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,7 +19,7 @@ from ..taxonomy import (
     Kind,
 )
 from ..units import pct
-from .breakdown import Breakdown, name_mask, step_breakdown
+from .breakdown import Breakdown, name_mask, step_breakdown, string_hits
 from .gpu_metrics import GpuSummary, device_props, gpu_summaries, is_rocm
 from .links import Links, attach_by_time, link
 from .memory import MemoryAnalysis, analyze_memory
@@ -79,6 +80,43 @@ def communication_kernels(trace: Trace, links: Links, tree: HostTree) -> np.ndar
         rows = np.flatnonzero(kernel)
         comm[rows] |= tree.flag_at_rows(collective, links.launching_op(rows))
     return comm
+
+
+#: The op older torch versions open a record_function range in
+#: (``profiler::_record_function_enter_new``; now a python frame of that name).
+ENTER_RANGE = re.compile(r"_record_function_enter")
+
+
+def clip_notes(trace: Trace, tree: HostTree) -> list[Note]:
+    """Notes for the host events the tree clipped (SPEC §2.4.1). With ``with_stack=True``
+    torch opens every record_function range (ProfilerStep#N too) inside the python frame
+    that enters it, and the range outlives that frame: a healthy trace, an info note; other
+    partial overlaps are a warning."""
+    if not tree.clipped:
+        return []
+    clipped = np.flatnonzero(tree.end != trace.start[tree.rows] + trace.dur[tree.rows])
+    parent = tree.parent[clipped]
+    opener = tree.rows[np.maximum(parent, 0)]
+    entered = (np.isin(trace.kind[tree.rows[clipped]], (Kind.USER_RANGE, Kind.STEP))
+               & (parent >= 0)
+               & ((trace.kind[opener] == Kind.PYTHON)
+                  | string_hits(trace, ENTER_RANGE)[trace.name[opener]]))
+    notes, ranges, others = [], int(entered.sum()), int((~entered).sum())
+    if ranges:
+        notes.append(Note("info", "ranges_clipped_to_python_frames",
+                          f"{ranges:,} record_function ranges (ProfilerStep#N included) start "
+                          "inside the python frame that enters them and end after it, as "
+                          "torch records them with with_stack=True; each was clipped to that "
+                          "frame for the operator view and the flame graph (the steps, the "
+                          "user ranges table and their device time keep their whole span)."))
+    if others:
+        notes.append(Note("warning", "partial_overlaps",
+                          f"{others:,} host events overlapped the event they start in "
+                          "without ending inside it (a record_function range left open across "
+                          "prof.step(), or rounded fractional timestamps); each was clipped to "
+                          "that event for the operator view and the flame graph (the user "
+                          "ranges table keeps its whole span)."))
+    return notes
 
 
 def launch_notes(acc: DeviceAccounts) -> list[Note]:
@@ -159,13 +197,7 @@ def analyze(trace: Trace) -> Analysis:
                           "names no host event enclosing them (some Kineto versions write the "
                           "correlation id there); they were attached to the host event enclosing "
                           "them in time."))
-    if tree.clipped:
-        notes.append(Note("warning", "partial_overlaps",
-                          f"{tree.clipped:,} host events overlapped the event they start in "
-                          "without ending inside it (a record_function range left open across "
-                          "prof.step(), or rounded fractional timestamps); each was clipped to "
-                          "that event for the operator view and the flame graph (the user "
-                          "ranges table keeps its whole span)."))
+    notes += clip_notes(trace, tree)
     notes += launch_notes(accounts)
     notes += memory.notes
     no_device = int(np.count_nonzero(trace.device[trace.kind == Kind.KERNEL] < 0))
