@@ -8,7 +8,7 @@ import { el, setChildren } from "./lib/dom.js";
 import { middleEllipsis, spanLabels, spanTitle } from "./lib/format.js";
 import { emptyState, errorPanel, loadingLine, progressPanel } from "./lib/status.js";
 import { tensorboardHost } from "./lib/tbhost.js";
-import { buildQuery, parseState, urlFor, withPatch, withoutViewKeys, writeState } from "./lib/urlstate.js";
+import { VIEW_KEYS, buildQuery, parseState, urlFor, withPatch, withoutViewKeys, writeState } from "./lib/urlstate.js";
 
 // A view's module is views/<name in lower case>.js (the server's view registry, which
 // lists the views of a span in `views`, declares the same module name for each).
@@ -187,6 +187,11 @@ function showClient(next) {
   setChildren(ui.progress);
 }
 
+/** Per view, its URL keys (window, selection, sort, search...) when the user left its tab. */
+const left = new Map();
+const spanKey = (st) => JSON.stringify([st.run, st.worker, st.span]);
+const viewKeysOf = (st) => Object.fromEntries(VIEW_KEYS.filter((k) => k in st).map((k) => [k, st[k]]));
+
 function renderTabs(current) {
   setChildren(ui.tabs, views.map((v) => el("a", {
     href: buildQuery(withoutViewKeys({ ...state, view: v })) || "?", role: "tab",
@@ -197,7 +202,10 @@ function renderTabs(current) {
       e.preventDefault();
       if (v === state.view) return;
       banner(""); // a note about the last view (its fallback) is not about this one
+      left.set(state.view, { span: spanKey(state), keys: viewKeysOf(state) });
+      const back = left.get(v); // coming back to a view of this span: as it was left
       state = withoutViewKeys(withPatch(state, { view: v }));
+      if (back?.span === spanKey(state)) state = withPatch(state, back.keys);
       saveState(state, { push: true });
       showView(++navToken);
     } },

@@ -332,6 +332,30 @@ def test_the_detail_panel_gives_the_exact_duration(browser, kineto_url):
     context.close()
 
 
+def test_coming_back_to_the_trace_tab_keeps_its_window_and_selection(browser, kineto_url):
+    # switching tabs dropped the view's URL keys: back on Trace, the whole trace, no selection
+    context, page, watch = open_page(browser, kineto_url)
+    page.goto(f"{kineto_url}/?run={WORKERS_0}&worker=worker0&view=Trace")
+    wait_drawn(page)
+    step = hook(page, ".lastAnswer.steps[1]")
+    page.goto(f"{kineto_url}/?run={WORKERS_0}&worker=worker0&view=Trace&start={step[1]}"
+              f"&end={step[2]}&event={step[5]}")
+    page.locator("#trace-detail .event-name", has_text="ProfilerStep").wait_for(timeout=20_000)
+    before = query(page)
+    page.locator(".tab", has_text="Overview").click()
+    page.wait_for_selector("#step-chart .main-svg", timeout=READY_MS)
+    assert "start" not in query(page) and "event" not in query(page)
+    page.locator(".tab", has_text="Trace").click()
+    page.locator("#trace-detail .event-name", has_text="ProfilerStep").wait_for(timeout=20_000)
+    after = query(page)
+    assert {k: after.get(k) for k in ("start", "end", "event")} == \
+        {k: before[k] for k in ("start", "end", "event")}
+    win = wait_window(page, f"w => Math.abs(w.start - {step[1]}) < 1e-3")
+    assert abs(win["end"] - step[2]) < 1e-3
+    watch.assert_clean()
+    context.close()
+
+
 # -- HTML in trace names ------------------------------------------------------------------------------------
 def test_html_names_are_text_in_the_trace_view(browser, tmp_path):
     run = "run<svg onload=alert(5)>"
