@@ -88,6 +88,19 @@ def test_inactive_without_traces(tmp_path, views_module):
     assert make_plugin(None).get_plugin_apps() == {}
 
 
+def test_logdir_spec_is_said_to_be_unsupported(caplog):
+    """tensorboard --logdir_spec a:DIR,b:DIR gives plugins no logdir: the tab was silently
+    off; the log says what to do."""
+    ctx = base_plugin.TBContext(logdir=None, flags=argparse.Namespace(
+        reload_interval=0.0, logdir_spec="a:/x,b:/y"))
+    with caplog.at_level("WARNING", logger="stepscope.web.tb_plugin"):
+        plugin = StepscopePlugin(ctx)
+    assert plugin.is_active() is False
+    assert [r.getMessage() for r in caplog.records] == [
+        "stepscope: the PyTorch Profiler tab needs --logdir (it does not read --logdir_spec); "
+        "or run `stepscope DIR` beside TensorBoard"]
+
+
 def test_is_active_is_cached(views_module):
     plugin = make_plugin(KINETO)
     try:

@@ -13,6 +13,7 @@ Environment: ``STEPSCOPE_CACHE_DIR`` (analysis cache folder) and ``STEPSCOPE_NO_
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 
@@ -21,6 +22,8 @@ from werkzeug import Request, Response
 
 from ..store.scheduler import Store
 from .app import create_app
+
+log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "stepscope"
 TAB_NAME = "PyTorch Profiler"
@@ -73,6 +76,9 @@ class StepscopePlugin(base_plugin.TBPlugin):
     def __init__(self, context: base_plugin.TBContext):
         self._logdir = context.logdir or None
         flags = context.flags
+        if self._logdir is None and getattr(flags, "logdir_spec", None):
+            log.warning("stepscope: the PyTorch Profiler tab needs --logdir (it does not "
+                        "read --logdir_spec); or run `stepscope DIR` beside TensorBoard")
         interval = getattr(flags, "reload_interval", None)
         self._reload_interval = 5.0 if interval is None else float(interval)
         self._lock = threading.Lock()
