@@ -233,6 +233,9 @@ def test_bad_parameters_answer_400(resnet):
         with pytest.raises(BadParameter) as err:
             tl.query(*args)
         assert err.value.status == 400 and err.value.body()["detail"]
+    with pytest.raises(BadParameter) as err:  # finite, but past the range: say the range
+        tl.query("1e16", None, 100)
+    assert "within ±1e15 (31 years) of the trace's start, got '1e16'" in err.value.body()["detail"]
     assert tl.query(None, None, 1)["lanes"] and tl.query(None, None, 10000)["lanes"]
 
 

@@ -186,8 +186,8 @@ def _ns(us: float | str, what: str) -> int:
         raise BadParameter(f"bad {what}", f"{what} must be a time in µs, got {echo(us)}.") \
             from None
     if not math.isfinite(v) or abs(v) > 1e15:
-        raise BadParameter(f"bad {what}", f"{what} must be a finite time in µs, got "
-                           f"{echo(us)}.")
+        raise BadParameter(f"bad {what}", f"{what} must be a time in µs within ±1e15 "
+                           f"(31 years) of the trace's start, got {echo(us)}.")
     return round(v * 1000)
 
 
