@@ -356,6 +356,26 @@ def _tiny(path, kernel_us=40):
     return path
 
 
+def test_a_new_phase_is_reported_at_once(tmp_path, monkeypatch):
+    """Progress messages are sent at most every 0.2 s, but a phase change never waits: the
+    'analyse' phase was lost when the read had just reported (a flaky server test)."""
+    from stepscope.store import child
+
+    heard = []
+
+    class Pipe:
+        def send(self, message):
+            heard.append(message[0] if message[0] != "progress" else message[1])
+
+    monkeypatch.setattr(child, "_conn", Pipe())
+    monkeypatch.setattr(child.time, "monotonic", lambda: 1000.0)  # all within one interval
+    result = child.analyse_to_cache(str(_tiny(tmp_path / "w.pt.trace.json")),
+                                    str(tmp_path / "cache"), 1 << 30, "key")
+    assert result == {"ok": True}
+    phases = [h for k, h in enumerate(heard) if k == 0 or heard[k - 1] != h]
+    assert phases == ["read", "analyse", "first", "timeline"], heard
+
+
 @pytest.mark.parametrize("part", ["manifest.json", "meta.json"])
 def test_entry_missing_a_part_is_analysed_again(analyser, tmp_path, part):
     """Issue 12 item 6: a payload entry missing its manifest or meta used to answer 422

@@ -104,12 +104,13 @@ def analyse_to_cache(path: str, cache_root: str, max_bytes: int, key: str,
     from ..views import ViewSet
     from ..views.trace import timeline_inputs
 
-    last = [0.0]
+    last = [0.0, ""]  # when the last message went, and its phase
 
     def progress(phase: str, fraction: float, *, now: bool = False) -> None:
         t = time.monotonic()
-        if _conn is not None and (now or t - last[0] >= _PROGRESS_EVERY_S or fraction >= 1):
-            last[0] = t
+        if _conn is not None and (now or phase != last[1] or t - last[0] >= _PROGRESS_EVERY_S
+                                  or fraction >= 1):  # (a new phase is never held back)
+            last[:] = [t, phase]
             _conn.send(("progress", phase, fraction))
 
     apply_storage_env(env)
