@@ -353,7 +353,8 @@ def test_a_folder_that_cannot_be_listed_for_now_keeps_its_runs():
         mem.rm("/passing", recursive=True)
 
 
-def test_unreadable_folders_and_files_are_listed_as_skipped_with_the_reason(tmp_path, caplog):
+def test_unreadable_folders_and_files_are_listed_as_skipped_with_the_reason(tmp_path, caplog,
+                                                                           monkeypatch):
     """A run folder or file the server may not read (chmod 000) vanished from the runs
     without a word (SPEC §1.4: nothing is hidden without a reason)."""
     for run in ("runA", "runB"):
@@ -373,7 +374,9 @@ def test_unreadable_folders_and_files_are_listed_as_skipped_with_the_reason(tmp_
             raise PermissionError(13, "Permission denied")
         return real_stat(path)
 
-    scanner.fs.scandir, scanner.fs.stat = scandir, stat
+    # (scanner.fs is the one local filesystem object: patched for this test only)
+    monkeypatch.setattr(scanner.fs, "scandir", scandir)
+    monkeypatch.setattr(scanner.fs, "stat", stat)
     with caplog.at_level("WARNING", logger="stepscope.discovery"):
         runs = scanner.snapshot()
         scanner.snapshot()
