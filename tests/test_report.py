@@ -196,6 +196,26 @@ def test_report_writes_through_a_link_and_into_a_pipe(tmp_path, capsys):
     assert fifo.is_fifo() and embedded(got[0].decode())["data"] == embedded(target.read_text())["data"]
     assert f"Wrote {fifo} ({len(got[0]):,} bytes" in capsys.readouterr().out
 
+@pytest.mark.skipif(not os.path.exists("/dev/stdout"), reason="needs /dev/stdout")
+def test_report_to_dev_stdout_piped(tmp_path):
+    """``stepscope report LOGS -o /dev/stdout | cat > r.html`` (README): the report went to
+    a temporary file beside realpath("/dev/stdout"), "/proc/PID/fd/pipe:[N]", and failed;
+    the "Wrote" line goes to stderr, not into the page."""
+    import subprocess
+    import sys
+
+    write_trace(tmp_path / "logs" / "run" / "w.pt.trace.json", repeated_trace(1))
+    for out in ("/dev/stdout", "-"):
+        proc = subprocess.run([sys.executable, "-m", "stepscope", "report",
+                               str(tmp_path / "logs"), "-o", out], capture_output=True,
+                              timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+        page = proc.stdout.decode()
+        assert page.rstrip().endswith("</html>") and embedded(page)["runs"]["runs"] == ["run"]
+        assert b"Wrote /dev/stdout" in proc.stderr
+    assert not (tmp_path / "-").exists()
+
+
 @pytest.fixture(scope="module")
 def small_report(tmp_path_factory) -> Path:
     """A report of one small hand-built trace."""

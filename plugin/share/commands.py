@@ -31,7 +31,8 @@ def report_parser() -> argparse.ArgumentParser:
                 "opens from disk with no network) with the overview, operator, kernel, memory "
                 "and module views of every trace under PATH.")
     p.add_argument("-o", "--output", default="stepscope-report.html", metavar="FILE",
-                   help="the HTML file to write (default: stepscope-report.html)")
+                   help="the HTML file to write (default: stepscope-report.html; - for "
+                        "standard output)")
     return p
 
 
@@ -90,6 +91,9 @@ def report_main(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
     from .report import output_problem, write_report
 
+    if args.output == "-":
+        args.output = "/dev/stdout"
+
     problem = output_problem(args.output)  # checked before any trace is read
     if problem is not None:
         return _fail("report", _one_line(problem), 2)
@@ -103,8 +107,18 @@ def report_main(argv: list[str]) -> int:
     for note in info.notes:
         print(f"note: {note}", file=sys.stderr)
     print(f"Wrote {info.path} ({info.bytes:,} bytes, {info.spans} trace"
-          f"{'s' if info.spans != 1 else ''})")
+          f"{'s' if info.spans != 1 else ''})",
+          file=sys.stderr if _is_stdout(args.output) else sys.stdout)  # (not into the page)
     return 0
+
+
+def _is_stdout(path: str) -> bool:
+    """Does ``path`` name this process's standard output (``-o /dev/stdout``)?"""
+    try:
+        a, b = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # (a test's captured stdout has no fd)
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def summary_main(argv: list[str]) -> int:

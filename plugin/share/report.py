@@ -27,6 +27,7 @@ import datetime
 import itertools
 import os
 import secrets
+import stat
 from dataclasses import dataclass
 
 import orjson
@@ -162,12 +163,16 @@ def _write_whole(out: str, text: str) -> int:
     problem = output_problem(out)
     if problem is not None:
         raise problem
-    out = os.path.realpath(out)
-    if os.path.exists(out) and not os.path.isfile(out):
+    try:  # on the path as given: realpath of /dev/stdout on a pipe is "/proc/PID/fd/pipe:[N]"
+        device = not stat.S_ISREG(os.stat(out).st_mode)
+    except OSError:  # no such file yet
+        device = False
+    if device:
         data = text.encode("utf-8")
         with open(out, "wb") as f:
             f.write(data)
         return len(data)
+    out = os.path.realpath(out)
     tmp = os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.{secrets.token_hex(6)}.tmp")
     try:
         # (mode 0o666 less the umask, as open() makes a file)
