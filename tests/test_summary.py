@@ -324,3 +324,29 @@ def test_one_bad_trace_does_not_hide_the_others(tmp_path, capsys):
     code, out, err = run(capsys, tmp_path / "logs", "--section", "operators", "--sort",
                          "self_device")
     assert code == 1 and "sorted by Self CPU: this trace has no Self CUDA column" in " ".join(out.split())
+
+
+def test_a_url_is_read_as_the_server_reads_it(tmp_path, capsys):
+    """`stepscope memory://logs` serves the runs; `summary` and `report` of the same URL
+    said "no such file or folder"."""
+    fsspec = pytest.importorskip("fsspec")
+    mem = fsspec.filesystem("memory")
+    body = json.dumps({"traceEvents": GPU_TRACE}).encode()
+    mem.pipe("/urlsum/runA/w0.pt.trace.json", body)
+    mem.pipe("/urlsum/runB/w1.pt.trace.json", body)
+    try:
+        code, out, err = run(capsys, "memory://urlsum", "--format", "json", "--section",
+                             "operators")
+        assert code == 0, err
+        spans = json.loads(out)["spans"]
+        assert [(s["run"], s["worker"]) for s in spans] == [("runA", "w0"), ("runB", "w1")]
+        assert all(s["sections"]["operators"]["rows"] for s in spans)
+        code, out, _ = run(capsys, "memory://urlsum/runB/w1.pt.trace.json", "--format",
+                           "json", "--section", "operators")
+        assert code == 0 and [s["run"] for s in json.loads(out)["spans"]] == ["runB"]
+        code, _, err = run(capsys, "memory://nothing-here")
+        assert code == 2 and "not found" in err
+        assert main(["report", "memory://urlsum", "-o", str(tmp_path / "r.html")]) == 0
+        assert (tmp_path / "r.html").stat().st_size > 100_000
+    finally:
+        mem.rm("/urlsum", recursive=True)

@@ -22,7 +22,9 @@ from .load import PathError, Progress
 def _parser(name: str, description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"stepscope {name}", description=description)
     p.add_argument("path", metavar="PATH",
-                   help="a trace file (*.pt.trace.json[.gz]), a run folder or a log directory")
+                   help="a trace file (*.pt.trace.json[.gz]), a run folder or a log directory "
+                        "(a local path, or a URL such as s3://bucket/logs with "
+                        "stepscope[remote])")
     return p
 
 
@@ -40,9 +42,10 @@ def summary_parser() -> argparse.ArgumentParser:
     from .render import FORMATS
     from .summary import SECTIONS, SORT_KEYS
 
-    p = _parser("summary", "Print the tables of every trace under PATH: operators as torch's "
-                "key_averages().table(), then device, overview by event type, steps, phases, "
-                "operator -> kernel, kernels, memcpy by direction and user ranges.")
+    p = _parser("summary", "Print the tables of every trace under PATH (a folder, a file or "
+                "a URL): device, overview by event type, steps, phases, operators as torch's "
+                "key_averages().table(), operator -> kernel, kernels, memcpy by direction and "
+                "user ranges.")
     p.add_argument("--sort", choices=sorted(SORT_KEYS), metavar="KEY",
                    help="operator column to sort by, descending: self_cpu, cpu_total, "
                         "self_device, device_total, calls, name, cpu_memory, ... (torch's "

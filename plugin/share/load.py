@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..discovery import parse_name, snapshot
 from ..errors import StepscopeError
+from ..fs import LOCAL, filesystem, is_url, redact
 
 #: progress(file name, fraction of its bytes read 0..1)
 Progress = Callable[[str, float], None] | None
@@ -37,8 +38,17 @@ class Span:
 
 
 def spans_of(path: str) -> list[Span]:
-    """The spans under ``path`` (a trace file, a run folder or a log directory), runs,
-    workers and spans in the dashboard's order. Raises :class:`PathError`."""
+    """The spans under ``path`` (a trace file, a run folder or a log directory; a local path
+    or a URL, as the server takes), runs, workers and spans in the dashboard's order.
+    Raises :class:`PathError`."""
+    if is_url(path):
+        try:
+            fs, where = filesystem(path)
+        except ValueError as e:  # fsspec (or the store's package) missing: what to install
+            raise PathError(str(e)) from None
+        if fs is not LOCAL:
+            return _remote_spans(fs, where)
+        path = where  # file://
     if os.path.isfile(path):
         name = os.path.basename(path)
         worker, span = parse_name(name) or (name.split(".")[0] or name, "default")
@@ -56,6 +66,24 @@ def spans_of(path: str) -> list[Span]:
     return found
 
 
+def _remote_spans(fs, url: str) -> list[Span]:
+    """:func:`spans_of` a URL of an object store (fsspec)."""
+    if fs.is_regular_file(url):
+        run_url, _, name = url.rstrip("/").rpartition("/")
+        worker, span = parse_name(name) or (name.split(".")[0] or name, "default")
+        return [Span(run_url.rpartition("/")[2] or "run", worker, span, url)]
+    try:
+        runs = snapshot(url)
+    except StepscopeError as e:  # a missing bucket, denied access: the server's words
+        raise PathError(f"{e.error}: {e.detail}") from None
+    found = [Span(run, worker, span, info.path) for run, workers in runs.items()
+             for worker, spans in workers.items() for span, info in spans.items()]
+    if not found:
+        raise PathError(f"{redact(url)}: no trace files (*.pt.trace.json[.gz]) in this "
+                        "folder or its sub-folders")
+    return found
+
+
 def analyse(span: Span, progress: Progress = None):
     """The span's :class:`~stepscope.views.ViewSet` (payloads of every view, no timeline).
 
@@ -65,6 +93,6 @@ def analyse(span: Span, progress: Progress = None):
     from ..read.reader import read_trace
     from ..views import ViewSet
 
-    name = os.path.basename(span.path)
+    name = span.path.rpartition("/")[2] if is_url(span.path) else os.path.basename(span.path)
     trace = read_trace(span.path, (lambda f: progress(name, f)) if progress else None)
     return ViewSet(analyze(trace))
