@@ -11,6 +11,7 @@ same run. SPEC target: a diff answer within 300 ms.
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -27,9 +28,15 @@ REPEAT = 30
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("logdir", nargs="?", default=DEFAULT,
+                    help="a log directory with two runs (default: the golden kineto_resnet50)")
+    logdir = ap.parse_args().logdir
+    from make_big_trace import need  # benchmarks/ is on sys.path when run as a script
+
     from stepscope.web.app import app_store, create_app
 
-    logdir = sys.argv[1] if len(sys.argv) > 1 else DEFAULT
+    need(logdir)
     app = create_app(logdir, reload_interval=0, cache_dir=tempfile.mkdtemp(prefix="bench-diff-"))
     client = app.test_client()
     try:

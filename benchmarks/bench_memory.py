@@ -38,7 +38,7 @@ def best(fn, repeat: int = 3) -> tuple[float, object]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("trace", nargs="?")
     ap.add_argument("--times", type=int, default=10)
     args = ap.parse_args()

@@ -56,7 +56,7 @@ def measure(k: int) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1,10", help="comma-separated copies, e.g. 1,10,50")
     args = ap.parse_args(argv)
     for k in (int(x) for x in args.sizes.split(",")):

@@ -10,9 +10,9 @@ before and after, and per name.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import os
-import sys
 import tempfile
 import time
 
@@ -55,7 +55,10 @@ def write_trace(path: str, n: int) -> None:
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 30_000
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="?", type=int, default=30_000,
+                    help="distinct operator names in the trace written (default 30,000)")
+    n = ap.parse_args().names
     from stepscope.store.pool import Analyser
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -108,7 +108,7 @@ def stepscope(logdir: str) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--old-python", required=True,
                     help="python of a venv with torch-tb-profiler==0.4.3 (and no stepscope)")
     ap.add_argument("--sizes", default="1,10")

@@ -34,7 +34,9 @@ INFO = re.compile(rb'"distributedInfo": \{[^}]*\}')
 
 def make_ranks(root: Path, ranks: int) -> tuple[Path, int]:
     """``root/dlrm/worker{r}.pt.trace.json`` for r < ranks; returns (run folder, events)."""
-    sources = sorted(DLRM.glob("*.pt.trace.json"))
+    from make_big_trace import need  # benchmarks/ is on sys.path when run as a script
+
+    sources = sorted(Path(need(str(DLRM))).glob("*.pt.trace.json"))
     run = root / "dlrm"
     run.mkdir(parents=True)
     events = 0

@@ -10,6 +10,7 @@ Prints seconds, the ratio stepscope/baseline and each child's peak RSS.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -50,7 +51,9 @@ def default_trace() -> str:
 
 
 def main(argv: list[str]) -> None:
-    paths = argv or [default_trace()]
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("traces", nargs="*", help="trace files (default: a x12 ResNet-50 replica)")
+    paths = ap.parse_args(argv).traces or [default_trace()]
     print(f"{'trace':32} {'JSON MB':>8} {'baseline s':>10} {'stepscope s':>11} {'ratio':>6} "
           f"{'base RSS MB':>11} {'ours RSS MB':>11}")
     for path in paths:

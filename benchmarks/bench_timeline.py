@@ -10,6 +10,7 @@ Reads the trace, builds the timeline (lanes + level-of-detail index + links), th
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
@@ -49,7 +50,9 @@ def main(argv: list[str]) -> None:
     from stepscope.read.reader import read_trace
     from stepscope.timeline import build_timeline
 
-    path = argv[0] if argv else default_trace()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("trace", nargs="?", help="a trace file (default: the x50 ResNet-50 replica)")
+    path = ap.parse_args(argv).trace or default_trace()
     t = time.perf_counter()
     trace = read_trace(path)
     print(f"{os.path.basename(path)}: {len(trace):,} duration events, read "

@@ -8,6 +8,7 @@ build_views < 1 s once read). Prints the best of several runs, and the analysis 
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -81,5 +82,9 @@ def bench(path: str) -> None:
 
 
 if __name__ == "__main__":
-    for p in sys.argv[1:] or [DEFAULT]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("traces", nargs="*", help="trace files (default: the 74k-event golden sample)")
+    from make_big_trace import need  # benchmarks/ is on sys.path when run as a script
+
+    for p in ap.parse_args().traces or [need(DEFAULT)]:
         bench(p)

@@ -36,14 +36,26 @@ SOURCE_2024 = os.path.join(HERE, "..", "..", "shared", "traces", "hta_v100_resne
                            "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
 
 
+def need(path: str) -> str:
+    """``path``, or exit with one line saying what is missing: the default inputs are the
+    development traces of ``../shared/traces`` beside the checkout."""
+    if not os.path.exists(path):
+        sys.exit(f"{os.path.basename(sys.argv[0])}: {os.path.normpath(path)} not found: the "
+                 "default input is one of the development traces in ../shared/traces beside "
+                 "the checkout; give a trace of your own (see --help)")
+    return path
+
+
 def replica(times: int, path: str, memory: bool = False, source: str = SOURCE) -> str:
     """``path``, holding ``times`` copies of ``source`` (made on first use), with
     ``[memory]`` events added when ``memory``."""
     if not os.path.exists(path):
+        need(source)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".partial" + (".gz" if path.endswith(".gz") else "")
-        main([source, tmp, "--times", str(times)] + (["--memory"] if memory else []))
+        n = make(source, tmp, times, memory)
         os.replace(tmp, path)  # an interrupted run leaves no half-written replica
+        print(f"wrote {path}: {n:,} events (x{times})", file=sys.stderr)
     return path
 
 
@@ -158,24 +170,29 @@ def replicate(doc: dict, times: int, out) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("source")
     ap.add_argument("out", help="output path (.json or .json.gz)")
     ap.add_argument("--times", type=int, default=10)
     ap.add_argument("--memory", action="store_true",
                     help="add [memory] events as profile_memory=True writes them")
     args = ap.parse_args(argv)
-    doc = load(args.source)
-    if args.memory and not any(e.get("name") == "[memory]" for e in doc["traceEvents"]):
-        print(f"added {add_memory_events(doc):,} [memory] events per copy", file=sys.stderr)
-    if args.out.endswith(".gz"):
-        with gzip.open(args.out, "wt", compresslevel=1, encoding="utf-8") as f:
-            n = replicate(doc, args.times, f)
-    else:
-        with open(args.out, "w", encoding="utf-8") as f:
-            n = replicate(doc, args.times, f)
+    n = make(args.source, args.out, args.times, args.memory)
     print(f"wrote {args.out}: {n:,} events (x{args.times})", file=sys.stderr)
     return 0
+
+
+def make(source: str, out: str, times: int, memory: bool = False) -> int:
+    """Write ``times`` copies of ``source`` to ``out`` (gzip when it ends in .gz); the
+    number of events written."""
+    doc = load(source)
+    if memory and not any(e.get("name") == "[memory]" for e in doc["traceEvents"]):
+        print(f"added {add_memory_events(doc):,} [memory] events per copy", file=sys.stderr)
+    if out.endswith(".gz"):
+        with gzip.open(out, "wt", compresslevel=1, encoding="utf-8") as f:
+            return replicate(doc, times, f)
+    with open(out, "w", encoding="utf-8") as f:
+        return replicate(doc, times, f)
 
 
 if __name__ == "__main__":
