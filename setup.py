@@ -23,6 +23,7 @@ setup(
     if os.path.exists(os.path.join(HERE, "README.md")) else "",
     long_description_content_type="text/markdown",
     license="BSD-3-Clause",
+    license_files=["LICENSE"],
     python_requires=">=3.10",  # numpy>=2.1 (np.strings) needs Python 3.10
     packages=["stepscope"] + [
         "stepscope." + os.path.relpath(root, os.path.join(HERE, "plugin")).replace(os.sep, ".")

@@ -80,4 +80,6 @@ def test_wheel_ships_frontend(installed):
     site = next((installed / "lib").glob("python3*/site-packages"))
     assert (site / "stepscope" / "frontend" / "index.html").is_file()
     assert (site / "stepscope" / "api.md").is_file()
+    info = next(site.glob("stepscope-*.dist-info"))
+    assert any("BSD 3-Clause License" in p.read_text() for p in info.rglob("LICENSE*"))
     assert sys.version_info >= (3, 9)
