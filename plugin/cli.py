@@ -49,15 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log directory: every folder holding *.pt.trace.json[.gz] is a run")
     p.add_argument("--host", default="127.0.0.1",
                    help="interface to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=6007, help="port (0: pick a free one)")
+    p.add_argument("--port", type=int, default=6007,
+                   help="port (default 6007; 0: pick a free one)")
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                    help="also answer requests for this host name (a reverse proxy's), "
-                        "repeatable; on a loopback --host only localhost is answered")
+                        "repeatable; on a loopback --host only localhost, 127.0.0.1 and [::1] "
+                        "are answered")
     p.add_argument("--cache-dir", metavar="D", help="folder for the analysis cache")
     p.add_argument("--no-cache", action="store_true", help="do not use the analysis cache")
     p.add_argument("--reload-interval", type=float, default=5.0, metavar="S",
-                   help="seconds between scans for new or changed traces (0: scan once)")
-    p.add_argument("--jobs", type=int, metavar="N", help="traces analysed in parallel")
+                   help="seconds between scans for new or changed traces (default 5; 0: "
+                        "scan once)")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="traces analysed in parallel (default: half the cores, 2 to 4)")
     p.add_argument("--scheduler", metavar="ADDR",
                    help="analyse on the Dask cluster of this scheduler (tcp://HOST:8786; "
                         "needs stepscope[dask]) instead of local worker processes")

@@ -350,3 +350,13 @@ def test_a_url_is_read_as_the_server_reads_it(tmp_path, capsys):
         assert (tmp_path / "r.html").stat().st_size > 100_000
     finally:
         mem.rm("/urlsum", recursive=True)
+
+
+def test_whole_microseconds_are_printed_without_digits_they_do_not_have():
+    """The overview's and steps' values are whole µs (SPEC §2.2): 743us, not 743.000us
+    beside the phases' 743.241us."""
+    from stepscope.share.render import cell
+
+    assert cell(743, "us") == "743us" and cell(743.241, "us") == "743.241us"
+    assert cell(1235, "us") == "1.235ms" and cell(0, "us") == "0us"
+    assert cell(2.0, "us") == "2.000us"  # a float keeps torch's three digits

@@ -56,7 +56,8 @@ def summary_parser() -> argparse.ArgumentParser:
     p.add_argument("--by-shape", action="store_true",
                    help="operator rows per name and input shape (record_shapes=True traces)")
     p.add_argument("--format", choices=FORMATS, default="text",
-                   help="text (terminal tables), csv, json or markdown (default text)")
+                   help="text (terminal tables), csv, json or markdown (default text); CSV "
+                        "tables are separated and annotated by lines starting with #")
     p.add_argument("--section", action="append", choices=SECTIONS, metavar="NAME",
                    help=f"only these tables (repeatable): {', '.join(SECTIONS)}")
     return p

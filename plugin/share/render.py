@@ -21,13 +21,15 @@ FORMATS = ("text", "csv", "json", "markdown")
 _SUFFIX = {"us": " (us)", "pct": " (%)", "bytes": " (bytes)"}
 
 
-def format_us(v: float) -> str:
-    """µs as torch's table writes times: ``12.346us``, ``1.235ms``, ``2.000s``."""
+def format_us(v: float | int) -> str:
+    """µs as torch's table writes times: ``12.346us``, ``1.235ms``, ``2.000s``; a whole
+    number of µs (the overview's and steps' values, rounded by SPEC §2.2) as ``743us``, not
+    with digits it does not have (``743.000us`` beside the phases' ``743.241us``)."""
     if v >= 1e6:
         return f"{v / 1e6:.3f}s"
     if v >= 1e3:
         return f"{v / 1e3:.3f}ms"
-    return f"{v:.3f}us"
+    return f"{v}us" if isinstance(v, int) else f"{v:.3f}us"
 
 
 def format_bytes(v: int) -> str:
@@ -44,7 +46,8 @@ def cell(value, unit: str) -> str:
     if value is None:
         return "-"
     if unit == "us":
-        return format_us(float(value))
+        return format_us(value if isinstance(value, int) and not isinstance(value, bool)
+                         else float(value))
     if unit == "pct":
         return f"{float(value):.2f}%"
     if unit == "bytes":
