@@ -724,3 +724,18 @@ def test_legacy_flows_survive_chunks_built_in_other_processes():
     views = build_views(builder.finish(TraceObject(), []))
     rows = {r["name"]: r for r in views.get("operation/table", {})}
     assert times(rows["aten::mm"]) == (1, 10, 10, 7, 7)
+
+
+def test_tensor_list_shapes_group_as_torch_prints_them_and_events_keep_theirs():
+    """key_averages(group_by_input_shape=True) prints a tensor-list argument as []: two
+    aten::cat of lists of different shapes are one row; the event itself keeps its dims."""
+    from stepscope.timeline import build_timeline
+
+    t = build([op("aten::cat", 0, 10, shape=[[[2, 3], [4, 3]], []]),
+               op("aten::cat", 20, 10, shape=[[[1, 3], [1, 3]], []]),
+               op("aten::mm", 40, 10, shape=[[2, 3], [3, 5]])])
+    views = build_views(t)
+    rows = {(r["name"], r["input_shape"]): r["calls"]
+            for r in views.get("operation/table", {"group_by": "OperationAndInputShape"})}
+    assert rows == {("aten::cat", "[[], []]"): 2, ("aten::mm", "[[2, 3], [3, 5]]"): 1}
+    assert build_timeline(t).event(0)["input_shape"] == "[[[2, 3], [4, 3]], []]"

@@ -116,16 +116,17 @@ def _load(out, name):
 
 def _ns(views, by_shape):
     """Unrounded (calls, host total ns, host self ns) per table group."""
-    from stepscope.analysis.operators import table_mask
+    from stepscope.analysis.operators import grouping_shapes, table_mask
 
     a = views.analysis
     t = a.trace
+    ids, shapes = grouping_shapes(t)  # (a tensor list printed [] as torch prints it)
     sel = table_mask(t, a.tree, a.nodes).nonzero()[0]
     out: dict = {}
     for p in sel.tolist():
         row = int(a.tree.rows[p])
         name = t.strings[t.name[row]]
-        key = (name, t.shapes[t.shape[row]] if t.shape[row] >= 0 else "[]") if by_shape else name
+        key = (name, shapes[ids[t.shape[row]]] if t.shape[row] >= 0 else "[]") if by_shape else name
         g = out.setdefault(key, [0, 0, 0])
         g[0] += 1
         g[1] += int(a.nodes.host_total[p])

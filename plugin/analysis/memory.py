@@ -27,7 +27,7 @@ import numpy as np
 from ..model import Note, Trace
 from ..taxonomy import Kind
 from .intervals import sorted_unique
-from .operators import GROUP_BY, OpNodes, group_ids, table_mask
+from .operators import GROUP_BY, OpNodes, group_ids, grouping_shapes, table_mask
 from .tree import HostTree, nearest_marked_ancestor
 
 #: c10 DeviceType -> label prefix (SPEC §4.1); CPU is labelled without an id.
@@ -295,7 +295,7 @@ def groupings(trace: Trace, tree: HostTree, nodes: OpNodes) -> dict[str, Groupin
     names = trace.name[tree.rows[sel]].astype(np.int64)
     out = {}
     for g in GROUP_BY:
-        shapes = (trace.shape[tree.rows[sel]].astype(np.int64) if g == GROUP_BY[1]
+        shapes = (grouping_shapes(trace)[0][trace.shape[tree.rows[sel]]] if g == GROUP_BY[1]
                   else np.full(len(sel), -1, dtype=np.int64))
         if not len(sel):
             z = np.zeros(0, dtype=np.int64)

@@ -19,6 +19,7 @@ launched a 5 µs kernel: conv self 4 / total 10 host, 0 / 5 device; cudnn 5 / 6,
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -326,6 +327,38 @@ def range_mask(trace: Trace, tree: HostTree, nodes: OpNodes) -> np.ndarray:
     return host & ~table_mask(trace, tree, nodes) & nodes.alive & (nodes.device_self > 0)
 
 
+def grouping_shapes(trace: Trace) -> tuple[np.ndarray, list[str]]:
+    """Input shapes as ``key_averages(group_by_input_shape=True)`` groups and prints them:
+    ``(ids, shapes)``, ``ids[k]`` the index in ``shapes`` of :attr:`Trace.shapes` ``[k]``
+    (and ``ids[-1]`` = -1, so that ``ids[trace.shape]`` keeps -1 for no shape). A
+    tensor-list argument (its dims a list of lists: ``aten::cat``'s ``[[2, 3], [4, 3]]``)
+    is ``[]`` there, so calls with lists of different shapes are one row (they were split
+    into rows torch does not have). The trace keeps the dims as written (event details)."""
+    memo = trace.__dict__.get("_grouping_shapes")  # not a field: never compared
+    if memo is not None and len(memo[0]) == len(trace.shapes) + 1:
+        return memo
+    index: dict[str, int] = {}
+    ids = np.full(len(trace.shapes) + 1, -1, dtype=np.int64)
+    for k, text in enumerate(trace.shapes):
+        ids[k] = index.setdefault(_torch_printed(text), len(index))
+    trace.__dict__["_grouping_shapes"] = memo = (ids, list(index))
+    return memo
+
+
+def _torch_printed(dims: str) -> str:
+    """``"[[[2, 3], [4, 3]], []]"`` -> ``"[[], []]"`` (see :func:`grouping_shapes`)."""
+    if "[[[" not in dims and "], [[" not in dims:  # no list of lists in it: as it is
+        return dims
+    try:
+        parsed = json.loads(dims)
+    except ValueError:
+        return dims
+    if not isinstance(parsed, list):
+        return dims
+    return str([[] if isinstance(d, list) and any(isinstance(x, list) for x in d) else d
+                for d in parsed])
+
+
 def operator_columns(trace: Trace, tree: HostTree, nodes: OpNodes, sel: np.ndarray,
                      by_shape: bool) -> dict[str, np.ndarray]:
     """Per tree position in ``sel``: interned name and input shape, ns durations and
@@ -333,7 +366,8 @@ def operator_columns(trace: Trace, tree: HostTree, nodes: OpNodes, sel: np.ndarr
     rows = tree.rows[sel]
     return {
         "name": trace.name[rows].astype(np.int64),
-        "shape": trace.shape[rows].astype(np.int64) if by_shape else np.zeros(len(sel), np.int64),
+        "shape": (grouping_shapes(trace)[0][trace.shape[rows]] if by_shape
+                  else np.zeros(len(sel), np.int64)),
         "stack": np.full(len(sel), -1, dtype=np.int64),
         "device_self_duration": nodes.device_self[sel],
         "device_total_duration": nodes.device_total[sel],

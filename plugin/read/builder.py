@@ -633,19 +633,11 @@ def _interner() -> dict:
 
 
 def _format_dims(raw: bytes) -> str:
-    """``b'[[32,3,224,224], []]'`` -> ``"[[32, 3, 224, 224], []]"`` (torch's printing).
-
-    A tensor-list argument (its dims a list of lists: ``aten::cat``'s ``[[2, 3], [4, 3]]``)
-    is ``[]``, as ``key_averages(group_by_input_shape=True)`` prints it, so calls with lists
-    of different shapes are one row there and here."""
+    """``b'[[32,3,224,224], []]'`` -> ``"[[32, 3, 224, 224], []]"`` (torch's printing)."""
     try:
-        dims = decode_any(raw)
+        return str(decode_any(raw))
     except Exception:  # noqa: BLE001 - damaged dims text is shown as it is
         return raw.decode("utf-8", "replace")
-    if isinstance(dims, list):
-        dims = [[] if isinstance(d, list) and any(isinstance(x, list) for x in d) else d
-                for d in dims]
-    return str(dims)
 
 
 def _memory_columns(mem: list[Event], args: list, threads: dict) -> dict:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..analysis import Analysis
 from ..analysis.memory import STAT_COLUMNS, DeviceMemory, downsample
-from ..analysis.operators import GROUP_BY
+from ..analysis.operators import GROUP_BY, grouping_shapes
 from ..errors import BadParameter, echo
 from ..timeline.build import MAX_WIDTH, _ns
 from .registry import Param, Route, View, int_param
@@ -55,7 +55,8 @@ def _stats_table(a: Analysis, d: DeviceMemory, group_by: str) -> dict:
         cols.append({"type": "string", "name": "Input Shape"})
     cols += [{"type": "number", "name": c} for c in ("Calls", *STAT_COLUMNS)]
     names = [t.strings[i] for i in st.name.tolist()]
-    lead = ([[n, t.shapes[s] if s >= 0 else ""] for n, s in zip(names, st.shape.tolist())]
+    shapes = grouping_shapes(t)[1]
+    lead = ([[n, shapes[s] if s >= 0 else ""] for n, s in zip(names, st.shape.tolist())]
             if by_shape else [[n] for n in names])
     rows = [h + [c] + v for h, c, v in zip(lead, st.calls.tolist(), st.values.tolist())]
     return {"columns": cols, "rows": rows}

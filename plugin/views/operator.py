@@ -14,6 +14,7 @@ from ..analysis.operators import (
     GROUP_BY,
     OpNodes,
     group_ids,
+    grouping_shapes,
     operator_columns,
     range_mask,
     sum_to,
@@ -115,7 +116,7 @@ class _RowFormat:
                   for k in _DURATIONS}
         calls = np.bincount(inv, minlength=g).tolist()
         has_stack = (np.bincount(inv, weights=cols["stack"] >= 0, minlength=g) > 0).tolist()
-        strings, shapes = self.strings, self.trace.shapes
+        strings, shapes = self.strings, grouping_shapes(self.trace)[1]
         # Python lists, not numpy scalars, in the per-group loop (many small traces)
         names = cols["name"][first].tolist()
         shape_ids = cols["shape"][first].tolist() if self.by_shape else None
