@@ -283,8 +283,14 @@ def test_sigterm_while_a_big_trace_is_read_ends_every_child(subprocess_env, tmp_
     first_line(proc)
     import psutil
 
+    def depth(p) -> int:  # (a child may end between the listing and this: depth 0)
+        try:
+            return len(p.parents())
+        except psutil.NoSuchProcess:
+            return 0
+
     def helper_started() -> bool:  # server -> forkserver -> worker -> decode helper
-        return any(len(p.parents()) >= 3 + len(psutil.Process(proc.pid).parents())
+        return any(depth(p) >= 3 + len(psutil.Process(proc.pid).parents())
                    for p in psutil.Process(proc.pid).children(recursive=True))
     until(helper_started, timeout=30, what="the decode helper")
     _terminate_all_gone(proc)
