@@ -248,3 +248,16 @@ def test_many_steps_are_charted_as_means_of_consecutive_steps(browser, base):
     assert page.locator("#module-step option").count() == 451  # the table: every step
     watch.assert_clean()
     context.close()
+
+
+def test_many_steps_overview_chart_is_means_of_consecutive_steps(browser, base):
+    """The Overview's step chart drew a bar per step (3 minutes frozen at 60,000 steps)."""
+    context, page, watch = open_page(browser, base)
+    page.goto(f"{base}/?run=many&view=Overview")
+    page.wait_for_selector("#step-chart .main-svg", timeout=READY_MS)
+    xs = page.evaluate("() => document.getElementById('step-chart').data[0].x")
+    assert len(xs) == 150 and xs[0] == "Steps 0–2" and xs[-1] == "Steps 447–449"
+    assert "450 steps: each column is the mean of 3 consecutive steps" in \
+        page.locator("#step-chart-means").inner_text()
+    watch.assert_clean()
+    context.close()

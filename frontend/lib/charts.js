@@ -166,6 +166,33 @@ export async function drawStepChart(node, { steps, categories, average, labels }
   });
 }
 
+/** Most columns a per-step bar chart draws: past it, each column is the mean of a run of
+ * consecutive steps (a bar per step froze the page for minutes at 60,000 steps). */
+export const MAX_COLUMNS = 200;
+
+/**
+ * Columns for `names` (steps, in order), at most `max`: `per` consecutive names each,
+ * `starts` the index of each column's first, `labels` "Step 7" or "Steps 1–3".
+ */
+export function columnGroups(names, max = MAX_COLUMNS) {
+  const per = Math.max(1, Math.ceil(names.length / max));
+  const starts = [];
+  for (let i = 0; i < names.length; i += per) starts.push(i);
+  const labels = starts.map((i) => {
+    const last = Math.min(i + per, names.length) - 1;
+    return last === i ? `Step ${names[i]}` : `Steps ${names[i]}–${names[last]}`;
+  });
+  return { per, starts, labels };
+}
+
+/** `values` (one per name) as the mean of each column of `groups` ({@link columnGroups}). */
+export function columnMeans(values, { per, starts }) {
+  return starts.map((i) => {
+    const run = values.slice(i, i + per);
+    return run.length === 1 ? run[0] : run.reduce((t, v) => t + (Number(v) || 0), 0) / run.length;
+  });
+}
+
 /** The axis unit for values up to `maxUs` µs: ["ms", 1000] and so on. */
 export function axisUnit(maxUs) {
   if (maxUs >= 1e6) return ["s", 1e6];

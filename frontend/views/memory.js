@@ -47,6 +47,9 @@ export function byteUnit(max) {
   return [units[i], 1024 ** i];
 }
 
+/** Most step markers the curve draws (a line and a label each). */
+export const MAX_STEP_MARKS = 60;
+
 /** Plotly traces + shapes of a memory/curve answer (x in ms from the trace start, y in
  * `unit`: the binary unit of the largest value shown; raw bytes in customdata). */
 export function curveFigure(curve, marked = null) {
@@ -67,8 +70,11 @@ export function curveFigure(curve, marked = null) {
   const shapes = [];
   const annotations = [];
   const [s, e] = [curve.start_us, curve.end_us];
-  for (const [name, st] of curve.steps ?? []) {
-    if (st < s || st > e) continue;
+  // a line and a label per step in the window, at most MAX_STEP_MARKS of them (every k-th):
+  // one per step froze the page for 25 s at 5,000 steps and for good at 60,000
+  const inWindow = (curve.steps ?? []).filter(([, st]) => st >= s && st <= e);
+  const every = Math.max(1, Math.ceil(inWindow.length / MAX_STEP_MARKS));
+  for (const [name, st] of inWindow.filter((_, i) => i % every === 0)) {
     shapes.push({ type: "line", xref: "x", yref: "paper", x0: st / 1000, x1: st / 1000, y0: 0, y1: 1,
       line: { color: "#9aa5b1", width: 1, dash: "dot" } });
     annotations.push({ xref: "x", yref: "paper", x: st / 1000, y: 1, yanchor: "bottom", showarrow: false,

@@ -3,7 +3,7 @@
 // (canvas icicle, click to zoom, search highlights, collapsed-stacks download). State in
 // the URL: mod_tab, mod_step, mod_range_view, mod_flame_metric, mod_focus, mod_search and
 // the flat range table's mod_search_r / mod_sort / mod_dir / mod_r_page / mod_r_rows.
-import { drawStackedBars } from "../lib/charts.js";
+import { MAX_COLUMNS, columnGroups, columnMeans, drawStackedBars } from "../lib/charts.js";
 import { card, el, setChildren } from "../lib/dom.js";
 import { formatCount, formatDuration, formatPercent } from "../lib/format.js";
 import { ROW, draw, layout, matchedTotal, matches, tipLines } from "../lib/flame.js";
@@ -18,27 +18,16 @@ export const PHASE_COLORS = { DataLoader: "#edc948", Forward: "#4e79a7", Backwar
   Optimizer: "#59a14f", Other: "#bab0ac" };
 export const AVERAGE = "average";
 
-/** Most columns of the phase charts: more steps are shown as the means of runs of them. */
-export const MAX_PHASE_COLUMNS = 200;
-
 /**
  * Series of the stacked phase chart: columns are the steps then "Average". Past
- * `maxColumns` steps a column is the mean of `per` consecutive steps ("Steps 1–300"): a
- * bar per step froze the page for ~2 minutes at 60,000 steps. `starts[i]`: index of column
- * i's first step.
+ * `maxColumns` steps a column is the mean of `per` consecutive steps ("Steps 1–300",
+ * {@link columnGroups}). `starts[i]`: index of column i's first step.
  */
-export function phaseSeries(body, which = "host_us", maxColumns = MAX_PHASE_COLUMNS) {
-  const steps = body.steps;
-  const per = Math.max(1, Math.ceil(steps.length / maxColumns));
-  const starts = [];
-  for (let i = 0; i < steps.length; i += per) starts.push(i);
-  const group = (i) => steps.slice(i, i + per);
-  const x = [...starts.map((i) => (group(i).length === 1 ? `Step ${steps[i].step}`
-    : `Steps ${steps[i].step}–${group(i).at(-1).step}`)), "Average"];
-  const mean = (g, p) => g.reduce((t, s) => t + (Number(s[which][p]) || 0), 0) / g.length;
+export function phaseSeries(body, which = "host_us", maxColumns = MAX_COLUMNS) {
+  const groups = columnGroups(body.steps.map((s) => s.step), maxColumns);
   const series = body.phases.map((p) => ({ name: p, color: PHASE_COLORS[p],
-    values: [...starts.map((i) => (per === 1 ? steps[i][which][p] : mean(group(i), p))), body.average[which][p]] }));
-  return { x, series, starts, per };
+    values: [...columnMeans(body.steps.map((s) => s[which][p]), groups), body.average[which][p]] }));
+  return { x: [...groups.labels, "Average"], series, starts: groups.starts, per: groups.per };
 }
 
 /** The phases entry of `step` (a step name, or "average"). */

@@ -1,8 +1,8 @@
 // Overview: GPU summary, execution summary, step-time breakdown chart, recommendations
 // and data-quality notes, from the `overview` endpoint (SPEC §2.2, §2.3, §2.6).
-import { CATEGORY_COLORS, drawStepChart } from "../lib/charts.js";
+import { CATEGORY_COLORS, columnGroups, columnMeans, drawStepChart } from "../lib/charts.js";
 import { card, el, helpIcon, safeLink, setChildren } from "../lib/dom.js";
-import { formatBytes, formatDuration, formatPercent, formatValue } from "../lib/format.js";
+import { formatBytes, formatCount, formatDuration, formatPercent, formatValue } from "../lib/format.js";
 import { GPU_HINT, emptyState, errorPanel, loadingLine } from "../lib/status.js";
 import { csvButton } from "../lib/table.js";
 
@@ -126,8 +126,15 @@ function stepChart(overview) {
     return section;
   }
   const average = Number(overview.performance?.[0]?.value);
-  const labels = whole ? steps.map(() => "Whole trace") : undefined;
-  drawStepChart(box, { steps, categories, average, labels }).catch((err) => setChildren(box, errorPanel(err)));
+  // past MAX_COLUMNS steps a column is the mean of a run of them (one bar each froze the page)
+  const groups = columnGroups(steps);
+  const labels = whole ? steps.map(() => "Whole trace") : groups.labels;
+  const means = groups.per > 1 ? categories.map((c) => ({ ...c, values: columnMeans(c.values, groups) })) : categories;
+  if (groups.per > 1) {
+    section.insertBefore(el("p", { className: "muted", id: "step-chart-means" },
+      `${formatCount(steps.length)} steps: each column is the mean of ${formatCount(groups.per)} consecutive steps.`), box);
+  }
+  drawStepChart(box, { steps: groups.starts.map((i) => steps[i]), categories: means, average, labels }).catch((err) => setChildren(box, errorPanel(err)));
   return section;
 }
 

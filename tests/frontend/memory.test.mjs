@@ -31,6 +31,16 @@ test("one table page asks the server for the zoomed window, search, sort and pag
   assert.equal(num(null), null);
 });
 
+test("curve figure: at most MAX_STEP_MARKS step markers, every k-th step of the window", async () => {
+  const { MAX_STEP_MARKS } = await import("../../frontend/views/memory.js");
+  const steps = Array.from({ length: 5000 }, (_, i) => [`ProfilerStep#${i}`, 10 * i, 10 * i + 9]);
+  const fig = curveFigure({ rows: [[0, 1, 1]], start_us: 0, end_us: 50000, steps });
+  const labels = fig.annotations.map((a) => a.text);
+  assert.equal(labels.length, 60); // 5,000 steps, every 84th
+  assert.ok(labels.length <= MAX_STEP_MARKS && labels[0] === "#0" && labels[1] === "#84");
+  assert.equal(fig.shapes.length, labels.length);
+});
+
 test("curve figure: hover text, peak marker, steps in the window, marked allocation escaped", () => {
   const curve = { rows: [[1000, 8, 40], [7000, 26, null]], start_us: 0, end_us: 10000,
     peak: { allocated: 26, ts_us: 7000 }, steps: [["ProfilerStep#3", 500, 9000], ["ProfilerStep#4", 20000, 30000]],

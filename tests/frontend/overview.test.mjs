@@ -24,3 +24,16 @@ test("a GPU is labelled GPU2, as in the recommendations and the other views", as
   const { gpuLabel } = await import("../../frontend/views/overview.js");
   assert.equal(gpuLabel({ id: 2 }), "GPU2");
 });
+
+test("step columns: one per step up to the most, else means of consecutive steps", async () => {
+  const { columnGroups, columnMeans } = await import("../../frontend/lib/charts.js");
+  const names = ["5", "6", "7", "8", "9", "10", "11"];
+  const g = columnGroups(names, 3);
+  assert.equal(g.per, 3);
+  assert.deepEqual(g.starts, [0, 3, 6]);
+  assert.deepEqual(g.labels, ["Steps 5–7", "Steps 8–10", "Step 11"]);
+  assert.deepEqual(columnMeans([1, 2, 3, 4, 5, 6, 7], g), [2, 5, 7]);
+  const one = columnGroups(names);
+  assert.equal(one.per, 1);
+  assert.deepEqual(one.labels, names.map((n) => `Step ${n}`));
+});
