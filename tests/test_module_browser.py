@@ -239,7 +239,7 @@ def test_many_steps_are_charted_as_means_of_consecutive_steps(browser, base):
     page.goto(f"{base}/?run=many&view=Module")
     page.wait_for_selector("#module-phase-chart .main-svg", timeout=READY_MS)
     xs = page.evaluate("() => document.getElementById('module-phase-chart').data[0].x")
-    assert len(xs) == 151 and xs[0] == "Steps 0–2" and xs[-2] == "Steps 447–449" and xs[-1] == "Average"
+    assert len(xs) == 151 and xs[0] == "0–2" and xs[-2] == "447–449" and xs[-1] == "Average"
     forward = page.evaluate("() => document.getElementById('module-phase-chart').data"
                             ".find(t => t.name === 'Forward').y")
     assert forward[0] == pytest.approx(2.0) and forward[1] == pytest.approx(5.0)  # means, µs
@@ -256,7 +256,7 @@ def test_many_steps_overview_chart_is_means_of_consecutive_steps(browser, base):
     page.goto(f"{base}/?run=many&view=Overview")
     page.wait_for_selector("#step-chart .main-svg", timeout=READY_MS)
     xs = page.evaluate("() => document.getElementById('step-chart').data[0].x")
-    assert len(xs) == 150 and xs[0] == "Steps 0–2" and xs[-1] == "Steps 447–449"
+    assert len(xs) == 150 and xs[0] == "0–2" and xs[-1] == "447–449"
     assert "450 steps: each column is the mean of 3 consecutive steps" in \
         page.locator("#step-chart-means").inner_text()
     watch.assert_clean()

@@ -159,7 +159,7 @@ export async function drawStepChart(node, { steps, categories, average, labels }
   return plot(node, data, {
     barmode: "stack", bargap: steps.length < 4 ? 0.75 : 0.35, // no slab-wide lone bar
     margin: { l: 64, r: 80, t: 10, b: 40 },
-    xaxis: { type: "category", fixedrange: true },
+    xaxis: { type: "category", fixedrange: true, automargin: true },
     yaxis: { title: { text: `Step time (${unit})` }, fixedrange: true, gridcolor: "#e4e7eb", rangemode: "tozero" },
     legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom", traceorder: "normal" },
     shapes, annotations,
@@ -172,7 +172,8 @@ export const MAX_COLUMNS = 200;
 
 /**
  * Columns for `names` (steps, in order), at most `max`: `per` consecutive names each,
- * `starts` the index of each column's first, `labels` "Step 7" or "Steps 1–3".
+ * `starts` the index of each column's first, `labels` "Step 7", or "1–3" (short: the
+ * ticks of 200 columns stand on end).
  */
 export function columnGroups(names, max = MAX_COLUMNS) {
   const per = Math.max(1, Math.ceil(names.length / max));
@@ -180,7 +181,7 @@ export function columnGroups(names, max = MAX_COLUMNS) {
   for (let i = 0; i < names.length; i += per) starts.push(i);
   const labels = starts.map((i) => {
     const last = Math.min(i + per, names.length) - 1;
-    return last === i ? `Step ${names[i]}` : `Steps ${names[i]}–${names[last]}`;
+    return last === i && per === 1 ? `Step ${names[i]}` : `${names[i]}–${names[last]}`;
   });
   return { per, starts, labels };
 }
@@ -217,7 +218,7 @@ export async function drawStackedBars(node, { x, series, yTitle, onClick }) {
   }));
   await plot(node, data, {
     barmode: "stack", bargap: x.length < 4 ? 0.6 : 0.3, margin: { l: 64, r: 20, t: 10, b: 40 },
-    xaxis: { type: "category", fixedrange: true },
+    xaxis: { type: "category", fixedrange: true, automargin: true },
     yaxis: { title: { text: `${yTitle} (${unit})` }, fixedrange: true, gridcolor: "#e4e7eb", rangemode: "tozero" },
     legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom", traceorder: "normal" },
   });
@@ -240,5 +241,5 @@ export async function drawHeatmap(node, { x, y, z, title }) {
     colorbar: { title: { text: escapeHtml(title) } },
   }];
   return plot(node, data, { margin: { l: 80, r: 20, t: 10, b: 60 },
-    xaxis: { type: "category", fixedrange: true }, yaxis: { type: "category", fixedrange: true, autorange: "reversed" } });
+    xaxis: { type: "category", fixedrange: true, automargin: true }, yaxis: { type: "category", fixedrange: true, autorange: "reversed" } });
 }

@@ -20,7 +20,7 @@ export const AVERAGE = "average";
 
 /**
  * Series of the stacked phase chart: columns are the steps then "Average". Past
- * `maxColumns` steps a column is the mean of `per` consecutive steps ("Steps 1–300",
+ * `maxColumns` steps a column is the mean of `per` consecutive steps ("1–300",
  * {@link columnGroups}). `starts[i]`: index of column i's first step.
  */
 export function phaseSeries(body, which = "host_us", maxColumns = MAX_COLUMNS) {
@@ -98,7 +98,7 @@ async function phasesTab(ctx, box, summary) {
   const host = phaseSeries(body, "host_us");
   const means = host.per > 1 ? el("p", { className: "muted", id: "module-phase-means" },
     `${formatCount(body.steps.length)} steps: each column is the mean of ${formatCount(host.per)} consecutive `
-    + "steps (click one for its first step; the table below has every step).") : null;
+    + "steps, named first–last (click one for its first step; the table below has every step).") : null;
   setChildren(box, card("Phases per step (host time)", el("p", { className: "muted" }, source), means,
     notesList(summary.notes, ["phases_inferred", "steps_without_forward", "no_steps"]), chart),
   hasDevice ? card("Phases per step (device time launched)", devChart) : null,

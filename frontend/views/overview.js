@@ -132,7 +132,7 @@ function stepChart(overview) {
   const means = groups.per > 1 ? categories.map((c) => ({ ...c, values: columnMeans(c.values, groups) })) : categories;
   if (groups.per > 1) {
     section.insertBefore(el("p", { className: "muted", id: "step-chart-means" },
-      `${formatCount(steps.length)} steps: each column is the mean of ${formatCount(groups.per)} consecutive steps.`), box);
+      `${formatCount(steps.length)} steps: each column is the mean of ${formatCount(groups.per)} consecutive steps, named first–last.`), box);
   }
   drawStepChart(box, { steps: groups.starts.map((i) => steps[i]), categories: means, average, labels }).catch((err) => setChildren(box, errorPanel(err)));
   return section;

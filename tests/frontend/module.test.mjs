@@ -42,7 +42,7 @@ test("phases: past the most columns, each is the mean of consecutive steps", () 
   const body = { phases: ["Forward"], steps, average: { host_us: { Forward: 4 } } };
   const { x, series, starts, per } = phaseSeries(body, "host_us", 3);
   assert.equal(per, 3);
-  assert.deepEqual(x, ["Steps 1–3", "Steps 4–6", "Step 7", "Average"]);
+  assert.deepEqual(x, ["1–3", "4–6", "7–7", "Average"]);
   assert.deepEqual(series[0].values, [2, 5, 7, 4]);
   assert.deepEqual(starts, [0, 3, 6]);
   assert.equal(phaseSeries(body, "host_us", 7).per, 1); // up to the most: a column per step

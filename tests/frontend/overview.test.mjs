@@ -31,7 +31,7 @@ test("step columns: one per step up to the most, else means of consecutive steps
   const g = columnGroups(names, 3);
   assert.equal(g.per, 3);
   assert.deepEqual(g.starts, [0, 3, 6]);
-  assert.deepEqual(g.labels, ["Steps 5–7", "Steps 8–10", "Step 11"]);
+  assert.deepEqual(g.labels, ["5–7", "8–10", "11–11"]);
   assert.deepEqual(columnMeans([1, 2, 3, 4, 5, 6, 7], g), [2, 5, 7]);
   const one = columnGroups(names);
   assert.equal(one.per, 1);
