@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..discovery import parse_name, snapshot
 from ..errors import StepscopeError
-from ..fs import LOCAL, filesystem, is_url, redact
+from ..fs import LOCAL, filesystem, filesystem_of, is_url, redact
 
 #: progress(file name, fraction of its bytes read 0..1)
 Progress = Callable[[str, float], None] | None
@@ -41,47 +41,37 @@ def spans_of(path: str) -> list[Span]:
     """The spans under ``path`` (a trace file, a run folder or a log directory; a local path
     or a URL, as the server takes), runs, workers and spans in the dashboard's order.
     Raises :class:`PathError`."""
+    fs, where = LOCAL, path
     if is_url(path):
         try:
-            fs, where = filesystem(path)
+            fs, where = filesystem(path)  # (file:// is the local disk)
         except ValueError as e:  # fsspec (or the store's package) missing: what to install
             raise PathError(str(e)) from None
-        if fs is not LOCAL:
-            return _remote_spans(fs, where)
-        path = where  # file://
-    if os.path.isfile(path):
-        name = os.path.basename(path)
+    if fs.is_regular_file(where):
+        folder, name = _parent_and_name(fs, where)
         worker, span = parse_name(name) or (name.split(".")[0] or name, "default")
-        run = os.path.basename(os.path.dirname(os.path.abspath(path))) or "run"
-        return [Span(run, worker, span, path)]
-    if not os.path.isdir(path):
+        return [Span(_parent_and_name(fs, folder)[1] or "run", worker, span, where)]
+    if not fs.remote and not os.path.isdir(where):
         raise PathError(f"{path}: no such file or folder")
-    found = [Span(run, worker, span, info.path)
-             for run, workers in snapshot(path).items()
-             for worker, spans in workers.items()
-             for span, info in spans.items()]
-    if not found:
-        raise PathError(f"{path}: no trace files (*.pt.trace.json[.gz]) in this folder "
-                        "or its sub-folders")
-    return found
-
-
-def _remote_spans(fs, url: str) -> list[Span]:
-    """:func:`spans_of` a URL of an object store (fsspec)."""
-    if fs.is_regular_file(url):
-        run_url, _, name = url.rstrip("/").rpartition("/")
-        worker, span = parse_name(name) or (name.split(".")[0] or name, "default")
-        return [Span(run_url.rpartition("/")[2] or "run", worker, span, url)]
     try:
-        runs = snapshot(url)
+        runs = snapshot(where)
     except StepscopeError as e:  # a missing bucket, denied access: the server's words
         raise PathError(f"{e.error}: {e.detail}") from None
     found = [Span(run, worker, span, info.path) for run, workers in runs.items()
              for worker, spans in workers.items() for span, info in spans.items()]
     if not found:
-        raise PathError(f"{redact(url)}: no trace files (*.pt.trace.json[.gz]) in this "
+        raise PathError(f"{redact(path)}: no trace files (*.pt.trace.json[.gz]) in this "
                         "folder or its sub-folders")
     return found
+
+
+def _parent_and_name(fs, path: str) -> tuple[str, str]:
+    """``(folder, name)`` of a local path or an object store's URL."""
+    if fs.remote:
+        folder, _, name = path.rstrip("/").rpartition("/")
+        return folder, name
+    path = os.path.abspath(path)
+    return os.path.dirname(path), os.path.basename(path)
 
 
 def analyse(span: Span, progress: Progress = None):
@@ -93,6 +83,6 @@ def analyse(span: Span, progress: Progress = None):
     from ..read.reader import read_trace
     from ..views import ViewSet
 
-    name = span.path.rpartition("/")[2] if is_url(span.path) else os.path.basename(span.path)
+    name = _parent_and_name(filesystem_of(span.path), span.path)[1]
     trace = read_trace(span.path, (lambda f: progress(name, f)) if progress else None)
     return ViewSet(analyze(trace))
