@@ -39,7 +39,7 @@ import urllib.error
 import urllib.request
 
 import psutil
-from make_big_trace import SOURCE, SOURCE_2024, replica  # benchmarks/ is on sys.path
+from make_big_trace import SOURCE, SOURCE_2024, events_of, replica  # benchmarks/ is on sys.path
 
 #: scaled traces are kept here between runs (GBs: outside the checkout)
 DEFAULT_OUT = os.path.join(os.environ.get("XDG_CACHE_HOME") or tempfile.gettempdir(),
@@ -244,11 +244,13 @@ def main() -> None:
             b = {"seconds": None, "error": "skipped"} if args.skip_baseline else \
                 baseline(path, limit)
             base = f"{b['seconds']:.2f}" if b.get("seconds") else b.get("error", "?")
+            n = b.get("events") or events_of(path)  # (none when the baseline ran out of memory)
+            events = f"{n:,}" if n else "-"
             for label, pythonpath in codes:
                 r = measure(path, pythonpath)
                 ratio = f"{r['cold_s'] / b['seconds']:.2f}" if b.get("seconds") else "-"
                 route, t = r["slowest"]
-                print(f"{family:>6} {'x' + str(k):>5} {label:>6} {b.get('events', 0):10,} "
+                print(f"{family:>6} {'x' + str(k):>5} {label:>6} {events:>10} "
                       f"{mb:8.0f} {r['steps']:5d} {base:>10} {r['cold_s']:7.2f} {ratio:>6} "
                       f"{r['views_s'] - r['cold_s']:8.2f} "
                       f"{r['timeline_s'] - r['cold_s']:11.2f} {r['peak_rss'] / 2**20:12.0f} "

@@ -55,8 +55,20 @@ def replica(times: int, path: str, memory: bool = False, source: str = SOURCE) -
         tmp = path + ".partial" + (".gz" if path.endswith(".gz") else "")
         n = make(source, tmp, times, memory)
         os.replace(tmp, path)  # an interrupted run leaves no half-written replica
+        with open(path + ".events", "w") as f:  # for events_of
+            f.write(str(n))
         print(f"wrote {path}: {n:,} events (x{times})", file=sys.stderr)
     return path
+
+
+def events_of(path: str) -> int | None:
+    """How many events :func:`replica` wrote to ``path``; None for a replica made before it
+    recorded the count."""
+    try:
+        with open(path + ".events") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 def load(path: str) -> dict:
