@@ -464,30 +464,43 @@ def test_full_disk_is_reported_by_the_worker_not_raised(tmp_path, monkeypatch):
                    for n in dirs)  # the half-written folder is removed
 
 
-def test_cold_payloads_stay_compressed_and_answer_the_same(tmp_path):
-    """Issue 12 item 9: the server keeps a cached trace's payloads compressed and unpacks a
-    view's payload on use, in an LRU by size; a cold trace answers exactly as a hot one."""
+def _names_trace(path, names: int) -> str:
+    """A trace of ``names`` distinct operators, each launching one kernel."""
     import json
 
     from tracebuild import kernel, op, runtime, step
 
-    events = [step(1, 0, 1000)]
-    for i in range(50):
+    events = [step(1, 0, 10 * names + 10)]
+    for i in range(names):
         events += [op(f"aten::op_{i}", 10 * i + 1, 8, ext=i + 1),
                    runtime("cudaLaunchKernel", 10 * i + 2, 2, corr=i + 1, ext=i + 1),
                    kernel(f"k_{i}", 10 * i + 4, 4, corr=i + 1)]
-    path = tmp_path / "w.pt.trace.json"
     path.write_text(json.dumps({"traceEvents": events}))
+    return str(path)
+
+
+def test_cold_payloads_stay_compressed_and_answer_the_same(tmp_path):
+    """Issue 12 item 9: the server keeps a cached trace's payloads compressed and unpacks a
+    view's payload on use, in an LRU by size; a cold trace answers exactly as a hot one.
+    The payloads of the last two traces asked for (a diff reads two) are kept whatever
+    their size; a third trace's push them out."""
     a = Analyser(cache_dir=str(tmp_path / "c"), jobs=1)
     try:
-        views = a(str(path), lambda phase, f: None)
+        views = a(_names_trace(tmp_path / "w.pt.trace.json", 50), lambda phase, f: None)
         hot = views.get("operation/table", {"group_by": "Operation"})
         assert len(hot) == 50 and views.get("kernel/table", {})["data"]["rows"]
         assert a.payloads.bytes > 0
-        a.payloads.max_bytes = 0  # every other payload pushes this trace's out
-        views.get("overview", {})
-        assert ("Operator" not in {v for _s, v in a.payloads._loaded})
-        assert views.packed_bytes() < a.payloads.bytes + sum(s for _b, s in views._packed.values())
+        a.payloads.max_bytes = 0
+        views.get("overview", {})  # the trace's own payloads stay loaded
+        assert {v for _s, v in a.payloads._loaded} == {"Operator", "Kernel", "Overview"}
+        second, third = (a(_names_trace(tmp_path / f"{n}.pt.trace.json", 3), lambda p, f: None)
+                         for n in "xy")
+        second.get("overview", {})
+        assert len(a.payloads._loaded) == 4  # (a diff of the two reads both)
+        third.get("overview", {})
+        assert {(s, v) for s, v in a.payloads._loaded} == {(second.serial, "Overview"),
+                                                           (third.serial, "Overview")}
+        assert views.packed_bytes() < sum(s for _b, s in views._packed.values())
         assert views.get("operation/table", {"group_by": "Operation"}) == hot
         assert views.names() == ["Overview", "Operator", "Kernel", "Trace", "Module"]
     finally:

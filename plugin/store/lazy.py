@@ -186,19 +186,31 @@ PAYLOAD_ZLIB_LEVEL = 1
 _ids = itertools.count()
 
 
+#: How many traces' payloads :class:`PayloadSlots` keeps whatever their size: the last ones
+#: asked for (a diff reads two).
+IN_USE = 2
+
+
 class PayloadSlots:
-    """The unpacked view payloads most recently used, weighed by their JSON size; the least
-    recently used beyond ``max_bytes`` are dropped (their owner keeps them compressed)."""
+    """The unpacked view payloads most recently used, weighed by their JSON size; beyond
+    ``max_bytes``, the least recently used are dropped (their owner keeps them compressed),
+    except those of the :data:`IN_USE` traces asked for last (a diff reads two). So the
+    payloads of a trace in use never push each other out: 100,000 operator names make an
+    Operator payload of 62 MB of JSON, and each switch between the Operator and Kernel tabs
+    unpacked it again (2.3-3.7 s), each ``diff/overview`` of two such traces both (9-11 s)."""
 
     def __init__(self, max_bytes: int = LOADED_PAYLOAD_BYTES):
         self.max_bytes = max_bytes
         self.lock = threading.Lock()
         self._loaded: OrderedDict[tuple[int, str], tuple[Any, int]] = OrderedDict()
+        self._in_use: list[int] = []  # serials of the traces asked for last, latest first
         self.bytes = 0
 
     def get(self, owner: CachedViews, view: str) -> Any:
         key = (owner.serial, view)
         with self.lock:
+            self._in_use = [owner.serial, *(s for s in self._in_use if s != owner.serial)]
+            del self._in_use[IN_USE:]
             hit = self._loaded.get(key)
             if hit is not None:
                 self._loaded.move_to_end(key)
@@ -208,9 +220,11 @@ class PayloadSlots:
             if key not in self._loaded:
                 self._loaded[key] = (payload, size)
                 self.bytes += size
-            while self.bytes > self.max_bytes and len(self._loaded) > 1:
-                _, (_, old_size) = self._loaded.popitem(last=False)
-                self.bytes -= old_size
+            others = [k for k in self._loaded if k[0] not in self._in_use]  # oldest first
+            for old in others:
+                if self.bytes <= self.max_bytes:
+                    break
+                self.bytes -= self._loaded.pop(old)[1]
         return payload
 
 
