@@ -370,12 +370,34 @@ def test_counters_utilization_and_memory():
     answer = tl.query(0, 10, 2)
     pts = {ln["id"]: ln["points"] for ln in answer["lanes"] if ln["kind"] == "counter"}
     assert pts["counter:GPU 0 Utilization"] == [[0.0, 1.0], [5.0, 0.6]]
-    assert pts["counter:GPU 0 Memory Allocated"] == [[2.0, 50], [3.0, 200], [6.0, 10]]
+    assert pts["counter:GPU0 Memory Allocated"] == [[2.0, 50], [3.0, 200], [6.0, 10]]
     assert pts["counter:CPU Memory Allocated"] == [[4.0, 7]]
     later = tl.query(2.5, 10, 1)
     pts = {ln["id"]: ln["points"] for ln in later["lanes"] if ln["kind"] == "counter"}
-    assert pts["counter:GPU 0 Memory Allocated"] == [[2.5, 50], [3.0, 200], [6.0, 10]]
+    assert pts["counter:GPU0 Memory Allocated"] == [[2.5, 50], [3.0, 200], [6.0, 10]]
     assert pts["counter:GPU 0 Utilization"] == [[2.5, 0.7333]]
+
+
+def test_memory_lanes_are_the_memory_views_devices():
+    """One lane per device of ``memory/devices``, named by its label: CPU ids -1 and 0 were
+    two lanes of one id, a ROCm device (type 6) "Device type 6 0", and a trace without
+    Total Allocated had no lane (the Memory view draws the running sum of Bytes)."""
+    from stepscope.views import build_views
+
+    no_total = memory(5, 0, device_id=1, nbytes=30)
+    del no_total["args"]["Total Allocated"]
+    views = build_views(build([op("host", 0, 10), memory(1, 1000, device_id=-1, device_type=0),
+                               memory(2, 50, device_type=0), memory(3, 7, device_type=6),
+                               no_total, {**no_total, "ts": 6}]))
+    answer = views.timeline.query(0, 10, 10)
+    lanes = {ln["name"]: ln["points"] for ln in answer["lanes"] if ln["kind"] == "counter"}
+    labels = [d["device"] for d in views.get("memory/devices", {})]
+    assert labels == ["CPU (type 0, id -1)", "CPU (type 0, id 0)", "GPU1", "GPU0"]
+    assert lanes == {"CPU (type 0, id -1) Memory Allocated": [[1.0, 1000]],
+                     "CPU (type 0, id 0) Memory Allocated": [[2.0, 50]],
+                     "GPU0 Memory Allocated": [[3.0, 7]],
+                     "GPU1 Memory Allocated": [[5.0, 30], [6.0, 60]]}
+    assert len({ln["id"] for ln in answer["lanes"]}) == len(answer["lanes"])
 
 
 def test_counters_of_a_window_of_days_stay_in_range_and_order():

@@ -97,6 +97,45 @@ class MemoryAnalysis:
         return next((d for d in self.devices if d.label == label), None)
 
 
+@dataclass
+class DevicePart:
+    """One device's memory events: ``rows`` (indices into ``trace.memory``) in time order
+    (ties: file order), its label and its allocated bytes after each event."""
+
+    label: str
+    type: int
+    id: int
+    rows: np.ndarray
+    allocated: np.ndarray  # Total Allocated; the running sum of Bytes where it is missing
+    totals_missing: bool
+
+
+def device_parts(memory: dict[str, np.ndarray]) -> list[DevicePart]:
+    """The memory events of each device with a usable Device Type, in (type, id) order: the
+    one split and the one set of labels of the Memory view and the Trace view's memory lanes.
+    Two devices of one label (CPU ids -1 and 0) get their type and id in it."""
+    m = memory
+    n = len(m["ts"])
+    order = np.lexsort((np.arange(n), m["ts"], m["device_id"], m["device_type"]))
+    order = order[m["device_type"][order] >= 0]
+    if not len(order):
+        return []
+    dt, di = m["device_type"][order], m["device_id"][order]
+    cut = np.flatnonzero((np.diff(dt) != 0) | (np.diff(di) != 0)) + 1
+    parts = []
+    for rows in np.split(order, cut):
+        dtype, did = int(m["device_type"][rows[0]]), int(m["device_id"][rows[0]])
+        allocated = m["total_allocated"][rows]
+        missing = bool((allocated < 0).any())
+        parts.append(DevicePart(device_label(dtype, did), dtype, did, rows,
+                                np.cumsum(m["bytes"][rows]) if missing else allocated, missing))
+    taken = Counter(p.label for p in parts)
+    for p in parts:
+        if taken[p.label] > 1:
+            p.label = f"{p.label} (type {p.type}, id {p.id})"
+    return parts
+
+
 def analyze_memory(trace: Trace, tree: HostTree, nodes: OpNodes, capacity_of) -> MemoryAnalysis:
     """Memory analysis of ``trace``; ``nodes`` gives the same-name collapse of the host tree,
     ``capacity_of(device_id)`` a GPU's totalGlobalMem (an int, or None)."""
@@ -108,24 +147,20 @@ def analyze_memory(trace: Trace, tree: HostTree, nodes: OpNodes, capacity_of) ->
         notes.append(Note("warning", "memory_bad_args",
                           f"{int((~usable).sum()):,} of {n:,} memory events lack a usable "
                           "Device Type; they are left out of the Memory view."))
-    order = np.lexsort((np.arange(n), m["ts"], m["device_id"], m["device_type"]))
-    order = order[usable[order]]
-    if not len(order):
+    parts = device_parts(m)
+    if not parts:
         return MemoryAnalysis([], notes)
-    dt, di = m["device_type"][order], m["device_id"][order]
-    cut = np.flatnonzero((np.diff(dt) != 0) | (np.diff(di) != 0)) + 1
+    order = np.concatenate([p.rows for p in parts])
     owner = enclosing_ops(trace, tree, m["thread"][order], m["ts"][order])
+    cut = np.cumsum([len(p.rows) for p in parts])[:-1]
     children = child_positions(tree, nodes)
     groups = groupings(trace, tree, nodes)
     devices = []
     totals_missing = unmatched = reused = 0
-    for part, own in zip(np.split(order, cut), np.split(owner, cut)):
-        dtype, did = int(m["device_type"][part[0]]), int(m["device_id"][part[0]])
+    for p, own in zip(parts, np.split(owner, cut)):
+        part, dtype, did, allocated = p.rows, p.type, p.id, p.allocated
         ts, b = m["ts"][part], m["bytes"][part]
-        allocated = m["total_allocated"][part]
-        if (allocated < 0).any():
-            totals_missing += len(part)
-            allocated = np.cumsum(b)
+        totals_missing += len(part) if p.totals_missing else 0
         cap = capacity_of(did) if dtype in GPU_TYPES else None
         alloc, release, bad_free, again = pair_frees(m["addr"][part], b)
         unmatched += bad_free
@@ -133,7 +168,7 @@ def analyze_memory(trace: Trace, tree: HostTree, nodes: OpNodes, capacity_of) ->
         rel_ts = np.where(release >= 0, ts[np.maximum(release, 0)], -1)
         name = np.where(own >= 0, trace.name[tree.rows[np.maximum(own, 0)]], -1)
         dev = DeviceMemory(
-            label=device_label(dtype, did), type=dtype, id=did, ts=ts, bytes=b,
+            label=p.label, type=dtype, id=did, ts=ts, bytes=b,
             allocated=allocated, reserved=m["total_reserved"][part],
             capacity=int(cap) if isinstance(cap, int) and cap > 0 else -1,
             alloc_ts=ts[alloc], release_ts=rel_ts[alloc], size=b[alloc],
@@ -155,10 +190,6 @@ def analyze_memory(trace: Trace, tree: HostTree, nodes: OpNodes, capacity_of) ->
                           f"{reused:,} allocations were followed by another allocation of the "
                           "same address without a free in between; each is shown as not "
                           "freed in the span."))
-    taken = Counter(d.label for d in devices)
-    for d in devices:  # two devices of one label (CPU ids -1 and 0): each reachable
-        if taken[d.label] > 1:
-            d.label = f"{d.label} (type {d.type}, id {d.id})"
     return MemoryAnalysis(devices, notes)
 
 

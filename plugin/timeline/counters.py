@@ -5,7 +5,9 @@
   pixel ``[pixel start µs, fraction]``; computed from a prefix sum of covered time, so any
   window costs O(width log n).
 - ``counter:<device> Memory Allocated``: the ``Total Allocated`` bytes of the ``[memory]``
-  instant events of one device, a step function. Downsampled to the minimum and maximum
+  instant events of one device (the running sum of ``Bytes`` where a trace lacks it), a
+  step function; devices and labels as in the Memory view
+  (:func:`~stepscope.analysis.memory.device_parts`). Downsampled to the minimum and maximum
   sample of each pixel (plus its last sample when that is neither, so the value held after
   the pixel is right), preceded by the value held at the window start.
 
@@ -20,10 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis.intervals import coverage_before, cumulative_lengths, union
+from ..analysis.memory import device_parts
 from ..model import Trace
 from ..taxonomy import Kind
-
-_DEVICE_TYPE = {0: "CPU", 1: "GPU"}
 
 
 @dataclass
@@ -98,18 +99,9 @@ def build_counters(trace: Trace) -> list[Utilization | Memory]:
         rows = kernels[devices == d]
         ms, me = union(trace.start[rows], trace.start[rows] + trace.dur[rows])
         cum = cumulative_lengths(ms, me)
-        name = f"GPU {d} Utilization"
+        name = f"GPU {d} Utilization"  # (as the device lanes: GPU 0 stream 7)
         out.append(Utilization(f"counter:{name}", name, ms, me, cum))
-    mem = trace.memory
-    ok = mem["total_allocated"] >= 0
-    if ok.any():
-        dt, di = mem["device_type"][ok], mem["device_id"][ok]
-        ts, val = mem["ts"][ok], mem["total_allocated"][ok]
-        pairs = np.unique(np.stack([dt, di]), axis=1)
-        for t, i in pairs.T.tolist():
-            sel = (dt == t) & (di == i)
-            order = np.argsort(ts[sel], kind="stable")
-            kind = _DEVICE_TYPE.get(t, f"Device type {t}")
-            name = f"{kind} Memory Allocated" if t == 0 else f"{kind} {i} Memory Allocated"
-            out.append(Memory(f"counter:{name}", name, ts[sel][order], val[sel][order]))
+    for p in device_parts(trace.memory):
+        name = f"{p.label} Memory Allocated"
+        out.append(Memory(f"counter:{name}", name, trace.memory["ts"][p.rows], p.allocated))
     return out
