@@ -514,3 +514,15 @@ def test_a_range_the_tree_clips_against_its_python_frame_keeps_its_device_time()
     assert "partial_overlaps" not in notes
     note = notes["ranges_clipped_to_python_frames"]
     assert note["level"] == "info" and note["text"].startswith("1 record_function ranges")
+    # the flame graph draws the range whole, around the ops it wraps; the frames entering it
+    # end where it starts (clipped, it was a 1.5 µs leaf under the entering op, its ops beside)
+    lines = v.get("stacks/collapsed", {}).splitlines()
+    root = "thread 1 (pid 100);<module>"
+    assert f"{root};forward;aten::mm;cudaLaunchKernel 1" in lines
+    assert f"{root};forward;aten::add 9" in lines
+    assert f"{root};__enter__ 1" in lines  # [10, 11.5): its 1 µs before the op
+    assert f"{root};forward 60" in lines  # 80 - 2 x 10 of its ops
+    assert sum(int(ln.rsplit(" ", 1)[1]) for ln in lines) == 200 - 1  # (each line rounds)
+    flame = v.get("module/flame", {"metric": "host_self"})
+    totals = {flame["labels"][n]: t for n, t in zip(flame["name"], flame["total"])}
+    assert (totals["forward"], totals["__enter__"]) == (80, 1.5)

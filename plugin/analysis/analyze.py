@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,7 +18,7 @@ from ..taxonomy import (
     Kind,
 )
 from ..units import pct
-from .breakdown import Breakdown, name_mask, step_breakdown, string_hits
+from .breakdown import Breakdown, name_mask, step_breakdown
 from .gpu_metrics import GpuSummary, device_props, gpu_summaries, is_rocm
 from .links import Links, attach_by_time, link
 from .memory import MemoryAnalysis, analyze_memory
@@ -32,6 +31,7 @@ from .operators import (
     table_mask,
 )
 from .recommendations import Facts, Item, gather_facts, recommend
+from .stacks import entered_ranges
 from .steps import Steps, find_steps
 from .tree import HostTree, build_tree
 
@@ -82,11 +82,6 @@ def communication_kernels(trace: Trace, links: Links, tree: HostTree) -> np.ndar
     return comm
 
 
-#: The op older torch versions open a record_function range in
-#: (``profiler::_record_function_enter_new``; now a python frame of that name).
-ENTER_RANGE = re.compile(r"_record_function_enter")
-
-
 def clip_notes(trace: Trace, tree: HostTree) -> list[Note]:
     """Notes for the host events the tree clipped (SPEC §2.4.1). With ``with_stack=True``
     torch opens every record_function range (ProfilerStep#N too) inside the python frame
@@ -94,21 +89,15 @@ def clip_notes(trace: Trace, tree: HostTree) -> list[Note]:
     partial overlaps are a warning."""
     if not tree.clipped:
         return []
-    clipped = np.flatnonzero(tree.end != trace.start[tree.rows] + trace.dur[tree.rows])
-    parent = tree.parent[clipped]
-    opener = tree.rows[np.maximum(parent, 0)]
-    entered = (np.isin(trace.kind[tree.rows[clipped]], (Kind.USER_RANGE, Kind.STEP))
-               & (parent >= 0)
-               & ((trace.kind[opener] == Kind.PYTHON)
-                  | string_hits(trace, ENTER_RANGE)[trace.name[opener]]))
+    clipped, entered = entered_ranges(trace, tree)
     notes, ranges, others = [], int(entered.sum()), int((~entered).sum())
     if ranges:
         notes.append(Note("info", "ranges_clipped_to_python_frames",
                           f"{ranges:,} record_function ranges (ProfilerStep#N included) start "
                           "inside the python frame that enters them and end after it, as "
                           "torch records them with with_stack=True; each was clipped to that "
-                          "frame for the operator view and the flame graph (the steps, the "
-                          "user ranges table and their device time keep their whole span)."))
+                          "frame for the operator view (the steps, the user ranges table, "
+                          "their device time and the flame graph keep their whole span)."))
     if others:
         notes.append(Note("warning", "partial_overlaps",
                           f"{others:,} host events overlapped the event they start in "

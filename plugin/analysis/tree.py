@@ -117,20 +117,22 @@ TREE_KINDS = (*HOST_KINDS, Kind.RUNTIME)
 
 
 def build_tree(trace: Trace, rows: np.ndarray | None = None,
-               pool: ThreadPoolExecutor | None = None) -> HostTree:
+               pool: ThreadPoolExecutor | None = None,
+               ends: np.ndarray | None = None) -> HostTree:
     """Nest the host events (and runtime calls) of every thread of ``trace``.
 
     ``rows``: the trace rows to nest instead (the timeline nests the threads holding events
     of other kinds, e.g. unknown categories, with the same rule). ``pool``: a one-thread
     pool (:func:`~stepscope.processes.second_thread`) that nests about half of the events'
     threads meanwhile (a training step's forward and backward run on two threads); the
-    result is the same.
+    result is the same. ``ends``: the events' ends to nest by (ns, per trace row) instead of
+    start + dur (the flame graph's, :func:`~stepscope.analysis.stacks.flame_tree`).
     """
     if rows is None:
         rows = np.flatnonzero(trace.mask(*TREE_KINDS))
     th = trace.thread[rows]
     s = trace.start[rows]
-    e = s + trace.dur[rows]
+    e = s + trace.dur[rows] if ends is None else ends[rows]
     is_rt = trace.kind[rows] == Kind.RUNTIME
     order = _tree_order(rows, th, s, e, is_rt)
     rows, th, s, e = rows[order], th[order], s[order], e[order]
