@@ -98,6 +98,9 @@ def test_inferred_phases_and_exact_partition():
     assert host[1] == [0, 10_000, 0, 0, 40_000]
     assert not any(m.phases.marked.values())
     assert {n.code for n in m.notes} >= {"phases_inferred", "no_module_frames"}
+    # the flag that records module frames in eager mode (with_modules=True alone: none)
+    (text,) = [n.text for n in m.notes if n.code == "no_module_frames"]
+    assert "profile(with_stack=True) to see the module tree" in text
 
 
 def test_without_steps_the_main_thread_is_the_one_whose_tid_is_the_pid():

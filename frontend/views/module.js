@@ -214,8 +214,8 @@ async function modulesTab(ctx, box, summary) {
   if (!ctx.alive()) return;
   if (!body.length) {
     setChildren(box, card("Modules", emptyState("No nn.Module frames in this span",
-      "Profile with torch.profiler.profile(with_modules=True) (or with_stack=True) to record "
-      + "which nn.Module each operator ran in.")));
+      "Profile with torch.profiler.profile(with_stack=True) to record which nn.Module each "
+      + "operator ran in (with_modules=True alone records no module frames in eager mode).")));
     return;
   }
   const cols = [

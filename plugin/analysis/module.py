@@ -347,7 +347,7 @@ def range_mask(trace: Trace, tree: HostTree) -> np.ndarray:
 
 
 def module_mask(trace: Trace, tree: HostTree) -> np.ndarray:
-    """Positions of ``nn.Module: <Type>_<k>`` python frames (``with_modules=True``)."""
+    """Positions of ``nn.Module: <Type>_<k>`` python frames (``with_stack=True``)."""
     rows = tree.rows
     return (trace.kind[rows] == Kind.PYTHON) & name_mask(trace, MODULE_FRAME_NAME)[rows]
 
@@ -361,6 +361,7 @@ def analyze_module(trace: Trace, tree: HostTree, links: Links, steps: Steps) -> 
     if not len(modules):
         notes.append(Note("info", "no_module_frames",
                           "No nn.Module frames in this trace: profile with "
-                          "torch.profiler.profile(with_modules=True) (or with_stack=True) to "
-                          "see the module tree."))
+                          "torch.profiler.profile(with_stack=True) to see the module tree "
+                          "(with_modules=True alone records none in eager mode: torch 2.13 "
+                          "writes the nn.Module frames with the python stack)."))
     return ModuleAnalysis(phases=ph, ranges=ranges, modules=modules, notes=notes)
