@@ -170,6 +170,28 @@ def test_bad_inputs_give_notes():
     assert empty["ranks"]["ranks"] == [] and empty["straggler"] is None
 
 
+def test_calls_some_ranks_did_not_make_are_matched_over_the_ranks_that_did():
+    """Rank 1 made 2 of the 3 all_reduce calls and no broadcast: the third all_reduce is one
+    call matched over ranks 0 and 2 (rank 0 waits 200 µs in it), not a call of each rank
+    counted as all transfer (4 calls, rank 0's wait hidden); the broadcast count rank 1
+    did not make is in the note."""
+    colls = {0: [("all_reduce", 0, 100_000), ("all_reduce", 200_000, 50_000),
+                 ("all_reduce", 400_000, 300_000), ("broadcast", 800_000, 10_000)],
+             1: [("all_reduce", 0, 20_000), ("all_reduce", 200_000, 30_000)],
+             2: [("all_reduce", 0, 60_000), ("all_reduce", 200_000, 70_000),
+                 ("all_reduce", 400_000, 100_000), ("broadcast", 800_000, 4_000)]}
+    out = combine([TraceSummary(f"w{r}", "1", summary(r, c, [(0, 1_000_000)]))
+                   for r, c in colls.items()], [])
+    rows = {r[0]: r[1:] for r in out["collectives"]["rows"]}
+    assert rows["all_reduce"][0] == 3 and rows["all_reduce"][3] == 20 + 30 + 100
+    assert rows["broadcast"][0] == 1 and rows["broadcast"][3] == 4
+    waits = [r["steps"][0]["wait_us"] for r in out["ranks"]["ranks"]]
+    assert waits == [80 + 20 + 200 + 6, 0, 40 + 40 + 0 + 0]
+    notes = " | ".join(out["ranks"]["notes"])
+    assert "broadcast calls in group 0 (rank 0: 1, rank 1: 0, rank 2: 1)" in notes
+    assert "all_reduce calls in group 0 (rank 0: 3, rank 1: 2, rank 2: 3)" in notes
+
+
 def test_ties_credit_no_rank_alone():
     """Equal durations: nobody "arrived last"; ranks tied for the least wait are named
     together, and not when they are the majority."""

@@ -173,6 +173,11 @@ def _key_slices(sm: dict, keys: dict[tuple[str, str], int]) -> dict[int, np.ndar
 def _match(ranks: list[tuple[int, TraceSummary]], notes: list[str]):
     """Per rank: wait (ns) of each of its collectives, and per rank the times it arrived last.
 
+    The k-th collective of a (group, op) on each rank that made one is the same collective:
+    when ranks made different numbers of calls, the last ones are matched over the ranks
+    that made them (with a note; a call only one rank made is all transfer). Ranks of a run
+    with one process group that made no call of an op count in that note too.
+
     Returns ``(waits, last, calls)``: ``waits[i]`` int64 per collective of rank ``i``;
     ``last[i]`` count; ``calls``: ``{op: [(transfer ns array, bytes array, ranks)]}``.
     """
@@ -181,32 +186,34 @@ def _match(ranks: list[tuple[int, TraceSummary]], notes: list[str]):
     waits = [np.zeros(len(s.summary["start"]), dtype=np.int64) for _r, s in ranks]
     last = np.zeros(len(ranks), dtype=np.int64)
     calls: dict[str, list[tuple[np.ndarray, np.ndarray, int]]] = defaultdict(list)
+    one_group = len({g for _r, s in ranks for g in s.summary["groups"]}) <= 1
     for (group, op), k in keys.items():
-        members = [i for i, sl in enumerate(slices) if k in sl]
+        counts = [len(sl[k]) if k in sl else 0 for sl in slices]
+        members = [i for i, c in enumerate(counts) if c]
         if not members:  # a (group, op) pair no rank ran
             continue
-        counts = [len(slices[i][k]) for i in members]
-        n = min(counts)
-        if len(set(counts)) > 1:
-            detail = ", ".join(f"rank {ranks[i][0]}: {c}" for i, c in zip(members, counts))
+        told = range(len(ranks)) if one_group else members  # (every rank is in the group)
+        if len({counts[i] for i in told}) > 1:
+            detail = ", ".join(f"rank {ranks[i][0]}: {counts[i]}" for i in told)
             notes.append(f"ranks made different numbers of {op} calls in group {group} "
-                         f"({detail}); the first {n} of each are matched, the rest count "
-                         "as transfer without wait.")
-        for i in members:  # calls beyond the matched ones: their own duration is the transfer
-            sm, extra = ranks[i][1].summary, slices[i][k][n if len(members) > 1 else 0:]
-            if len(extra):
-                calls[op].append((sm["dur"][extra], sm["bytes"][extra], 1))
-        if len(members) < 2:
-            continue
-        idx = [slices[i][k][:n] for i in members]
-        durs = np.stack([ranks[i][1].summary["dur"][ix] for i, ix in zip(members, idx)])
-        nbytes = np.stack([ranks[i][1].summary["bytes"][ix] for i, ix in zip(members, idx)]).max(axis=0)
-        transfer = durs.min(axis=0)
-        for row, (i, ix) in enumerate(zip(members, idx)):
-            waits[i][ix] = durs[row] - transfer
-        alone = (durs == transfer).sum(axis=0) == 1  # one rank arrived last (ties: none)
-        np.add.at(last, np.array(members)[np.argmin(durs, axis=0)[alone]], 1)
-        calls[op].append((transfer, nbytes, len(members)))
+                         f"({detail}); the k-th calls of the ranks that made one are matched, "
+                         "so the last calls wait for fewer ranks (one rank's alone: all "
+                         "transfer).")
+        lo = 0
+        for hi in sorted({counts[i] for i in members}):  # calls [lo, hi): ranks with >= hi
+            part = [i for i in members if counts[i] >= hi]
+            idx = [slices[i][k][lo:hi] for i in part]
+            durs = np.stack([ranks[i][1].summary["dur"][ix] for i, ix in zip(part, idx)])
+            nbytes = np.stack([ranks[i][1].summary["bytes"][ix]
+                               for i, ix in zip(part, idx)]).max(axis=0)
+            transfer = durs.min(axis=0)
+            for row, (i, ix) in enumerate(zip(part, idx)):
+                waits[i][ix] = durs[row] - transfer
+            if len(part) > 1:
+                alone = (durs == transfer).sum(axis=0) == 1  # one arrived last (ties: none)
+                np.add.at(last, np.array(part)[np.argmin(durs, axis=0)[alone]], 1)
+            calls[op].append((transfer, nbytes, len(part)))
+            lo = hi
     return waits, last.tolist(), calls
 
 
