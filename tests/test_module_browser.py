@@ -107,7 +107,7 @@ def test_phases_ranges_and_modules_tabs(browser, base):
     screenshot(page, "module_ranges_flat")
 
     page.click("#module-tabs [data-tab=modules]")
-    page.wait_for_function("() => /profile\(with_stack=True\) to record/.test((document.getElementById('module-body')?.textContent ?? ''))")
+    page.wait_for_function(r"() => /profile\(with_stack=True\) to record/.test((document.getElementById('module-body')?.textContent ?? ''))")
 
     page.goto(f"{base}/?run=tiny&view=Module&mod_tab=modules")
     page.wait_for_selector("#module-tree")
