@@ -218,17 +218,25 @@ def _match(ranks: list[tuple[int, TraceSummary]], notes: list[str]):
 
 
 def _rank_entry(rank: int, s: TraceSummary, wait: np.ndarray) -> tuple[dict, int]:
-    """The ``ranks`` entry of one rank and its total wait (ns) over its steps."""
+    """The ``ranks`` entry of one rank and its total wait (ns) over its steps.
+
+    Waits are unions of wait intervals (concurrent collectives, e.g. two DDP buckets, are
+    not counted twice): per step, in total (over the steps; the whole trace without steps)
+    and per op (the heat map). A step's transfer is the time in its collectives less its
+    wait, so wait + transfer is the time the rank spent in collectives (a union of the
+    transfer intervals overlapped the waits of concurrent collectives: more than that)."""
     sm = s.summary
     start, dur = sm["start"], sm["dur"]
-    ws, we = union(start, start + wait)
-    ts, te = union(start + wait, start + dur)
     lo, hi = sm["step_start"], sm["step_end"]
-    step_wait, step_transfer = covered(ws, we, lo, hi), covered(ts, te, lo, hi)
-    if not len(lo):  # no steps: the whole trace
-        total_wait = int((we - ws).sum())
-    else:
-        total_wait = int(step_wait.sum())
+
+    def waited(sel: slice | np.ndarray = slice(None)) -> tuple[np.ndarray, int]:
+        """Wait of the collectives ``sel`` per step, and in total."""
+        ws, we = union(start[sel], start[sel] + wait[sel])
+        per_step = covered(ws, we, lo, hi)
+        return per_step, int(per_step.sum() if len(lo) else (we - ws).sum())
+
+    step_wait, total_wait = waited()
+    step_transfer = covered(*union(start, start + dur), lo, hi) - step_wait
     steps = [{"step": name, "total_us": us(int(h - low)), "computation_us": c,
               "communication_us": m, "overlap_us": o, "other_us": x, "wait_us": w,
               "transfer_us": t}
@@ -236,9 +244,8 @@ def _rank_entry(rank: int, s: TraceSummary, wait: np.ndarray) -> tuple[dict, int
                  sm["steps"], lo.tolist(), hi.tolist(), us_list(sm["computation"]),
                  us_list(sm["communication"]), us_list(sm["overlap"]), us_list(sm["other"]),
                  us_list(step_wait), us_list(step_transfer))]
-    by_op: dict[str, int] = defaultdict(int)
-    for o, w in zip(sm["op"].tolist(), wait.tolist()):
-        by_op[sm["ops"][o]] += w
+    by_op = {name: waited(sm["op"] == o)[1] for o, name in enumerate(sm["ops"])
+             if (sm["op"] == o).any()}
     entry = {"rank": rank, "worker": s.worker, "span": s.span, "steps": steps,
              "total_wait_us": us(total_wait),
              "wait_by_collective_us": {op: us(w) for op, w in sorted(by_op.items())}}
