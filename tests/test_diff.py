@@ -114,7 +114,9 @@ def device_type(client, side):
 
 
 def max_abs_delta(row, fields):
-    return max((abs(row["delta"][f]) for f in fields if row["delta"][f] is not None), default=0)
+    """The largest change of ``fields``; a side's null (CPU-only device time) counts as 0."""
+    return max((abs((row["experiment"][f] or 0) - (row["baseline"][f] or 0)) for f in fields),
+               default=0)
 
 
 def check_deltas(rows, fields):
@@ -271,6 +273,12 @@ def test_cpu_only_vs_gpu_real_traces_device_values_are_null_not_zero(client):
     kernels = check_kernels(client, base, exp)
     assert kernels and all(r["baseline"]["total_us"] is None for r in kernels)
     assert all(r["experiment"]["calls"] > 0 for r in kernels)
+    # the kernels the GPU side ran, heaviest first (by name alone they were alphabetical)
+    totals = [r["experiment"]["total_us"] for r in kernels]
+    assert totals == sorted(totals, reverse=True) and totals[0] > totals[-1]
+    # the summary weighs the device time only the GPU side has (it left Kernel out): here
+    # it offsets the host collectives' drop
+    assert "offset by Kernel +100.9 ms" in body["summary"]["text"], body["summary"]["text"]
 
 
 def test_cpu_only_vs_gpu_hand_built(client):

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import StepscopeError
 from ..taxonomy import BREAKDOWN_ORDER
-from .diff_summary import summary
+from .diff_summary import change, summary
 from .registry import PairRoute, PairView
 
 SIDES = ("baseline", "experiment")
@@ -107,7 +107,9 @@ def diff_overview(base: dict, exp: dict) -> dict:
 
 # -- tables ------------------------------------------------------------------------------------
 def _sort_key(row: dict, time_fields: tuple[str, ...]) -> tuple:
-    deltas = [abs(row["delta"][f]) for f in time_fields if row["delta"][f] is not None]
+    """Largest change first (a CPU-only side's null device times count as 0: by name
+    alone, a CPU/GPU pair's kernels came out alphabetical), then name."""
+    deltas = [abs(change(row["baseline"][f], row["experiment"][f])) for f in time_fields]
     return (-max(deltas, default=0), row["name"], row.get("kind", ""))
 
 

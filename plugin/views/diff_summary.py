@@ -68,6 +68,12 @@ def evidence(rows: list[dict], kind: str, field: str, steps: dict, sign: int) ->
     return items[:EVIDENCE]
 
 
+def change(b: Any, e: Any) -> float:
+    """``e - b``, a side without the value (null: the device time of a CPU-only side) counted
+    as 0, as it ran none: what moved a GPU trace away from a CPU-only one."""
+    return (e or 0) - (b or 0)
+
+
 def summary(ov: dict, operators: list[dict], kernels: list[dict],
             ranges: Callable[[], list[dict]] = list) -> dict[str, Any]:
     """``{"text", "evidence": [...]}``: the step-time change, the categories that moved it
@@ -87,7 +93,8 @@ def summary(ov: dict, operators: list[dict], kernels: list[dict],
                 f"{pct}, {fmt_us(b)} -> {fmt_us(e)})")
     else:
         text = f"Step time unchanged ({fmt_us(b)} per step)"
-    moved = sorted(((c, ov["delta"][c]) for c in ov["categories"] if ov["delta"][c]),
+    moved = sorted(((c, v) for c in ov["categories"]
+                    if (v := change(ov["baseline"][c], ov["experiment"][c]))),
                    key=lambda x: (-abs(x[1]), x[0]))
     sign = (1 if d > 0 else -1) if d else (1 if moved and moved[0][1] > 0 else -1)
     top = [(c, v) for c, v in moved if v * sign > 0][:2] or moved[:1]
