@@ -158,6 +158,7 @@ def _train(rank: int, cfg: RunConfig, run_dir: str, port: int | None) -> None:
     if port is not None:
         import torch.distributed as dist
 
+        dist.barrier()  # no rank tears its connections down while another still uses them
         dist.destroy_process_group()
 
 
