@@ -150,6 +150,27 @@ def test_command_writes_the_file_and_fails_in_one_line(tmp_path, capsys):
     assert not (tmp_path / "b.html").exists()
 
 
+def test_report_leaves_out_an_unreadable_trace_and_names_it(tmp_path, capsys):
+    """SPEC §1.4: one empty or damaged rank file (a job still writing) gave no report at
+    all; the others are written, the page and stderr name the ones left out, exit 1."""
+    logs = tmp_path / "logs"
+    write_trace(logs / "run" / "a.pt.trace.json", repeated_trace(1))
+    (logs / "run" / "c.pt.trace.json").write_text("")
+    (logs / "run" / "d.pt.trace.json").write_text('{"traceEvents": [')
+    out = tmp_path / "r.html"
+    assert main(["report", str(logs), "-o", str(out)]) == 1
+    cap = capsys.readouterr()
+    assert cap.out.startswith(f"Wrote {out} (") and "1 trace)" in cap.out
+    failed = [ln for ln in cap.err.splitlines() if ln.startswith("stepscope report: run / ")]
+    assert [ln.split(":")[1].strip() for ln in failed] == ["run / c / default", "run / d / default"]
+    data = embedded(out.read_text())
+    assert data["spans"] == {"run": {"a": ["default"]}}
+    assert [n.split(" is left out: ")[0] for n in data["notes"]] == ["run / c / default",
+                                                                      "run / d / default"]
+    assert main(["report", str(logs / "run" / "c.pt.trace.json"), "-o", str(tmp_path / "c.html")]) == 1
+    assert not (tmp_path / "c.html").exists()  # nothing readable: no page
+
+
 def test_report_leaves_no_file_it_was_not_asked_for(tmp_path, capsys):
     """Writing into a folder's name failed but left a 2 MB ``out.tmp``; a user's own
     ``r.html.tmp`` was overwritten; a folder whose name is not UTF-8 gave a traceback

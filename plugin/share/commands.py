@@ -1,7 +1,8 @@
 """``stepscope report`` and ``stepscope summary``: arguments, progress, exit status.
 
 Exit status: 0 done; 2 bad arguments or a PATH that is missing or holds no traces; 1 a
-trace that cannot be read (``summary`` still prints the others). Data-quality notes go to
+trace that cannot be read (both still show the others: ``report`` writes the page without
+it and names it there). Data-quality notes go to
 stderr as ``note: ...`` lines. Errors are one line on stderr (``stepscope report: ...``).
 A progress bar (rich) goes to stderr while traces are read, when stderr is a terminal.
 """
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Iterator
 
 from ..errors import StepscopeError
-from .load import PathError, Progress
+from .load import PathError, Progress, one_line
 
 
 def _parser(name: str, description: str) -> argparse.ArgumentParser:
@@ -100,20 +101,22 @@ def report_main(argv: list[str]) -> int:
 
     problem = output_problem(args.output)  # checked before any trace is read
     if problem is not None:
-        return _fail("report", _one_line(problem), 2)
+        return _fail("report", one_line(problem), 2)
     try:
         with progress_bar(1) as progress:
             info = write_report(args.path, args.output, progress)
     except PathError as e:
         return _fail("report", e.error, 2)
     except (StepscopeError, OSError) as e:
-        return _fail("report", _one_line(e), 1)
-    for note in info.notes:
+        return _fail("report", one_line(e), 1)
+    for failure in info.failed:  # left out of the page, which names them too
+        _fail("report", failure, 1)
+    for note in [*info.quality, *info.notes]:
         print(f"note: {note}", file=sys.stderr)
     print(f"Wrote {info.path} ({info.bytes:,} bytes, {info.spans} trace"
           f"{'s' if info.spans != 1 else ''})",
           file=sys.stderr if _is_stdout(args.output) else sys.stdout)  # (not into the page)
-    return 0
+    return 1 if info.failed else 0
 
 
 def _is_stdout(path: str) -> bool:
@@ -144,7 +147,7 @@ def summary_main(argv: list[str]) -> int:
             try:  # one unreadable trace does not hide the others (SPEC §1.4)
                 views = analyse(s, progress)
             except (StepscopeError, OSError) as e:
-                _fail("summary", f"{where}: {_one_line(e)}", 1)
+                _fail("summary", f"{where}: {one_line(e)}", 1)
                 failed += 1
                 continue
             sections = summary_sections(views, by_shape=args.by_shape, sort=args.sort,
@@ -185,10 +188,3 @@ def _write_summary(done: list, fmt: str, out) -> None:
             out.write("\n")
 
 
-def _one_line(e: Exception) -> str:
-    if isinstance(e, StepscopeError):
-        where = f"{e.file}: " if e.file else ""
-        return f"{where}{e.error}" + (f" ({e.detail})" if e.detail else "")
-    if isinstance(e, OSError) and e.filename and e.strerror:  # "-o DIR/x.html: ..."
-        return f"{e.filename}: {e.strerror}"
-    return " ".join(str(e).split())

@@ -86,3 +86,13 @@ def analyse(span: Span, progress: Progress = None):
     name = _parent_and_name(filesystem_of(span.path), span.path)[1]
     trace = read_trace(span.path, (lambda f: progress(name, f)) if progress else None)
     return ViewSet(analyze(trace))
+
+
+def one_line(e: Exception) -> str:
+    """An error as the one line ``report`` and ``summary`` print (``file: error (detail)``)."""
+    if isinstance(e, StepscopeError):
+        where = f"{e.file}: " if e.file else ""
+        return f"{where}{e.error}" + (f" ({e.detail})" if e.detail else "")
+    if isinstance(e, OSError) and e.filename and e.strerror:  # "-o DIR/x.html: ..."
+        return f"{e.filename}: {e.strerror}"
+    return " ".join(str(e).split())

@@ -37,7 +37,7 @@ from ..discovery import display_name
 from ..errors import StepscopeError
 from ..views import ROUTES, VIEWS, Route, ViewSet
 from . import bundle
-from .load import Progress, Span, analyse, spans_of
+from .load import Progress, Span, analyse, one_line, spans_of
 
 #: Views a report shows, in the registry's tab order (Trace needs the server's timeline).
 REPORT_VIEWS = ("Overview", "Operator", "Kernel", "Memory", "Module")
@@ -50,12 +50,16 @@ WINDOWED = ("memory/curve",)
 
 @dataclass
 class ReportInfo:
-    """What :func:`write_report` wrote: ``bytes`` of the file, its spans, its notes."""
+    """What :func:`write_report` wrote: ``bytes`` of the file, its spans, its notes (the
+    report's own, e.g. tables cut), and per span ``"run / worker / span: text"`` lines: the
+    traces left out (``failed``) and the data-quality notes of the others (``quality``)."""
 
     path: str
     bytes: int
     spans: int
     notes: list[str]
+    failed: list[str]
+    quality: list[str]
 
 
 def route_params(route: Route, views: ViewSet) -> list[dict[str, str]]:
@@ -98,14 +102,29 @@ def span_data(views: ViewSet, label: str, notes: list[str]) -> dict:
     return {"views": [v.name for v in shown], "notes": views.notes(), "answers": answers}
 
 
-def report_data(spans: list[Span], source: str, progress: Progress = None) -> dict:
-    """The embedded data for ``spans`` (analysed here, one at a time)."""
+def report_data(spans: list[Span], source: str, progress: Progress = None,
+                failed: list[str] | None = None, quality: list[str] | None = None) -> dict:
+    """The embedded data for ``spans`` (analysed here, one at a time). A trace that cannot
+    be read is left out, named in the page's notes and in ``failed`` (SPEC §1.4: it does
+    not hide the others); when none can, its error is raised. ``quality`` receives each
+    span's data-quality notes."""
     notes: list[str] = []
     data: dict = {}
     workers: dict = {}
     span_names: dict = {}
+    failed = [] if failed is None else failed
+    first_error: StepscopeError | OSError | None = None
     for s in spans:
-        views = analyse(s, progress)
+        where = f"{s.run} / {s.worker} / {s.span}"
+        try:
+            views = analyse(s, progress)
+        except (StepscopeError, OSError) as e:
+            first_error = first_error or e
+            failed.append(f"{where}: {one_line(e)}")
+            notes.append(f"{where} is left out: {one_line(e)}")
+            continue
+        if quality is not None:
+            quality += [f"{where}: {n['text']}" for n in views.notes()]
         data.setdefault(s.run, {}).setdefault(s.worker, {})[s.span] = span_data(
             views, f"{s.run}/{s.worker}/{s.span}", notes)
         if s.worker not in workers.setdefault(s.run, []):
@@ -113,6 +132,8 @@ def report_data(spans: list[Span], source: str, progress: Progress = None) -> di
         span_names.setdefault(s.run, {}).setdefault(s.worker, []).append(s.span)
     routes = {path: {p.name: (p.choices[0] if p.choices else None) for p in r.params}
               for path, (_v, r) in ROUTES.items()}
+    if not data and first_error is not None:
+        raise first_error
     return {"version": __version__, "source": source,
             "runs": {"runs": list(data), "loading": False, "status": {}, "skipped": []},
             "workers": workers, "spans": span_names, "routes": routes,
@@ -131,7 +152,10 @@ def write_report(path: str, out: str, progress: Progress = None) -> ReportInfo:
     """Analyse every span under ``path`` and write the report to ``out``."""
     spans = spans_of(path)
     source = display_name(os.path.basename(os.path.abspath(path)))
-    data = report_data(spans, source, progress)
+    failed: list[str] = []
+    quality: list[str] = []
+    data = report_data(spans, source, progress, failed, quality)
+    spans = [s for s in spans if s.span in data["data"].get(s.run, {}).get(s.worker, {})]
     blob = orjson.dumps(data, default=_default,
                         option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
     when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
@@ -139,7 +163,7 @@ def write_report(path: str, out: str, progress: Progress = None) -> ReportInfo:
             f"{'s' if len(spans) != 1 else ''}), made {when}. "
             + " ".join(data["notes"]))
     text = bundle.page(blob, title=f"{source} — Stepscope report", note=note.strip())
-    return ReportInfo(out, _write_whole(out, text), len(spans), data["notes"])
+    return ReportInfo(out, _write_whole(out, text), len(spans), data["notes"], failed, quality)
 
 
 def output_problem(out: str) -> OSError | None:
