@@ -130,6 +130,46 @@ def test_size_grows_with_names_not_events(tmp_path):
     assert more_names > 1.5 * sizes[2]             # distinct names do make it grow
 
 
+def test_memory_curve_is_embedded_whole_so_zoomed_windows_are_exact(tmp_path, monkeypatch):
+    """The page cuts memory/curve windows from its embedded answer: at 2,000 pixels a
+    zoomed window's peak and opening level came from bucket extremes (16 of 60 random
+    windows of a real trace differed from the server's). A device of up to
+    EXACT_CURVE_SAMPLES samples is embedded whole; a bigger one downsampled, with a note."""
+    import random
+
+    from tracebuild import memory
+
+    from stepscope.read.reader import read_trace
+    from stepscope.share import report
+    from stepscope.views import build_views
+
+    rng = random.Random(7)
+    n, level, events = 12_000, 0, [step(1, 0, 5 * 12_000 + 10), op("aten::empty", 0, 5 * 12_000)]
+    for i in range(n):
+        level = max(0, level + rng.randint(-1000, 1100))
+        events.append(memory(1 + 5 * i, level, nbytes=1))
+    write_trace(tmp_path / "run" / "w.pt.trace.json", events)
+    views = build_views(read_trace(str(tmp_path / "run" / "w.pt.trace.json")))
+    (answer,) = [a for _q, a in report_data(spans_of(str(tmp_path)), "x")["data"]["run"]["w"]
+                 ["default"]["answers"]["memory/curve"]]
+    assert len(answer["rows"]) == n  # every sample, not 2 x 2,000 of them
+    for _ in range(30):  # any window cut from them is the server's
+        s = round(rng.uniform(0, 5 * n), 3)  # (a URL holds ns-exact µs)
+        e = round(s + rng.uniform(1, 2000), 3)
+        live = views.get("memory/curve", {"start": str(s), "end": str(e), "width": "100"})
+        before = [r for r in answer["rows"] if r[0] < s][-1:]
+        inside = [r for r in answer["rows"] if s <= r[0] <= e]
+        peak = max(inside, key=lambda r: r[1], default=None)
+        if before and (peak is None or before[0][1] > peak[1]):
+            peak = [s, before[0][1]]
+        assert (peak[1], peak[0]) == (live["window_peak"]["allocated"], live["window_peak"]["ts_us"])
+    monkeypatch.setattr(report, "EXACT_CURVE_SAMPLES", 1000)
+    data = report_data(spans_of(str(tmp_path)), "x")
+    (small,) = [a for _q, a in data["data"]["run"]["w"]["default"]["answers"]["memory/curve"]]
+    assert len(small["rows"]) <= 4000
+    assert any("memory curve is embedded at 2000 pixels (12,000 samples)" in t for t in data["notes"])
+
+
 def test_command_writes_the_file_and_fails_in_one_line(tmp_path, capsys):
     write_trace(tmp_path / "logs" / "run" / "w.pt.trace.json", repeated_trace(1))
     out = tmp_path / "r.html"

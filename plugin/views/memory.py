@@ -118,9 +118,11 @@ def _arrays(views, label: str) -> dict[str, np.ndarray]:
         return per_view[label]
 
 
-def curve(views, p: Mapping[str, str | None]) -> dict:
+def curve(views, p: Mapping[str, str | None], exact: bool = False) -> dict:
     """``memory/curve``: the window ``[start, end]`` (µs, default the whole span),
-    downsampled to per 2-pixel bucket first/min/max/last sample (<= 2 x width points)."""
+    downsampled to per 2-pixel bucket first/min/max/last sample (<= 2 x width points);
+    ``exact``: every sample of the window instead (``stepscope report`` embeds a small
+    device's curve so, for the page to cut any window from it exactly)."""
     pay, label = _device(views, p)
     if label is None:   # no memory events: an empty curve
         return {"device": None, "unit": "bytes", "columns": ["ts_us", "allocated", "reserved"],
@@ -136,7 +138,11 @@ def curve(views, p: Mapping[str, str | None]) -> dict:
                            f"({e / 1000} µs).")
     ts, alloc, res = dev["ts"], dev["allocated"], dev["reserved"]
     # 4 samples per bucket + the level before the window: at most 2 x width points
-    idx = downsample(ts, alloc, s, e, (2 * width - 1) // 4)
+    if exact:
+        lo, hi = np.searchsorted(ts, s, side="left"), np.searchsorted(ts, e, side="right")
+        idx = np.arange(max(lo - 1, 0), hi)  # (with the level before the window)
+    else:
+        idx = downsample(ts, alloc, s, e, (2 * width - 1) // 4)
     reserved = np.where(res[idx] >= 0, res[idx], -1).tolist()
     rows = [[t, a, r if r >= 0 else None] for t, a, r in
             zip(_us(ts[idx]), alloc[idx].tolist(), reserved)]
