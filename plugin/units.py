@@ -47,3 +47,13 @@ def pct(part, total) -> float:
     if isinstance(part, (int, np.integer)) and isinstance(total, (int, np.integer)):
         return round(100 * int(part) / int(total), 2)  # exact int division, one rounding
     return round(100 * float(part) / float(total), 2)
+
+
+def format_bytes(v: int) -> str:
+    """Bytes for people, binary units, two decimals: ``1.50 GiB``, ``12.00 KiB``, ``-12 B``."""
+    sign = "-" if v < 0 else ""
+    v = abs(v)
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if v >= scale:
+            return f"{sign}{v / scale:.2f} {unit}"
+    return f"{sign}{v} B"

@@ -190,9 +190,16 @@ def test_memory_fragmentation_at_the_allocated_peak(reserved, fires):
                                 memory(3, 10, reserved=reserved)]))
     assert ("memory_fragmentation" in items) is fires
     if fires:
-        assert "GPU0: 0.00 GiB reserved for 0.00 GiB allocated (1.5x)" in \
+        assert "GPU0: 1.47 KiB reserved for 1000 B allocated (1.5x)" in \
             items["memory_fragmentation"]["evidence"]
         assert "expandable_segments:True" in items["memory_fragmentation"]["text"]
+
+
+def test_memory_advice_prints_readable_sizes_and_ratios():
+    """9 GB reserved for 100 B allocated printed "0.00 GiB allocated (90000000.0x)"."""
+    items, _ = advice(busy_gpu([memory(1, 100, reserved=9 * 10**9)]))
+    assert "GPU0: 8.38 GiB reserved for 100 B allocated (over 100x)" in \
+        items["memory_fragmentation"]["evidence"]
 
 
 def test_names_from_the_trace_are_escaped_in_html():

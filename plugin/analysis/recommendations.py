@@ -22,6 +22,7 @@ from ..taxonomy import (
     TENSOR_CORE_ELIGIBLE_OP,
     Kind,
 )
+from ..units import format_bytes
 from .breakdown import name_mask
 from .gpu_metrics import GpuSummary, is_rocm
 from .intervals import sorted_unique
@@ -353,7 +354,7 @@ def rule_memory(f: Facts) -> Optional[Item]:
             if 100 * p >= MEMORY_NEAR_CAPACITY * t]
     if not near:
         return None
-    ev = ", ".join(f"{d}: peak {p / 2**30:.2f} GiB of {t / 2**30:.2f} GiB" for d, p, t in near)
+    ev = ", ".join(f"{d}: peak {format_bytes(p)} of {format_bytes(t)}" for d, p, t in near)
     return _item("memory",
                  f"Allocated GPU memory comes close to the device's capacity ({ev}). Reduce "
                  "the batch size, use activation checkpointing or mixed precision to avoid "
@@ -363,13 +364,19 @@ def rule_memory(f: Facts) -> Optional[Item]:
 def rule_fragmentation(f: Facts) -> Optional[Item]:
     if not f.memory_fragmentation:
         return None
-    ev = ", ".join(f"{d}: {r / 2**30:.2f} GiB reserved for {a / 2**30:.2f} GiB allocated "
-                   f"({r / max(a, 1):.1f}x) at the allocated peak"
+    ev = ", ".join(f"{d}: {format_bytes(r)} reserved for {format_bytes(a)} allocated "
+                   f"({_times(r, a)}) at the allocated peak"
                    for d, (a, r) in sorted(f.memory_fragmentation.items()))
     return _item("memory_fragmentation",
                  f"The caching allocator reserves much more memory than is allocated ({ev}): "
                  "the free space is fragmented. Try "
                  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.", ev)
+
+
+def _times(part: int, whole: int) -> str:
+    """``part / whole`` as ``1.9x``; ``over 100x`` beyond (9 GB reserved for 100 B
+    allocated printed "90000000.0x")."""
+    return f"{part / whole:.1f}x" if whole and part < 100 * whole else "over 100x"
 
 
 def rule_runtime_bound(f: Facts) -> Optional[Item]:

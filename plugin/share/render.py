@@ -14,6 +14,7 @@ import json
 import re
 from typing import TextIO
 
+from ..units import format_bytes
 from .summary import Section
 
 FORMATS = ("text", "csv", "json", "markdown")
@@ -30,15 +31,6 @@ def format_us(v: float | int) -> str:
     if v >= 1e3:
         return f"{v / 1e3:.3f}ms"
     return f"{v}us" if isinstance(v, int) else f"{v:.3f}us"
-
-
-def format_bytes(v: int) -> str:
-    sign = "-" if v < 0 else ""
-    v = abs(v)
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if v >= scale:
-            return f"{sign}{v / scale:.2f} {unit}"
-    return f"{sign}{v} B"
 
 
 def cell(value, unit: str) -> str:
