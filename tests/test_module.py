@@ -499,6 +499,16 @@ def test_range_left_open_across_a_step_is_noted_and_kept_whole_in_the_ranges():
     assert by["cross"] == (30.0, 40.0) and sum(fl["self"]) == fl["total_us"] == 200.0
 
 
+def test_phase_averages_are_exact_to_the_ns():
+    """An average of 3 steps printed 10.000333333333334 µs; the API's times are to the ns."""
+    v = build_views(build([step(1, 0, 10), op("aten::mm", 0, 10), step(2, 20, 10),
+                           op("aten::mm", 20, 10), step(3, 40, "10.001"),
+                           op("aten::mm", 40, "10.001")]))
+    avg = v.get("module/phases", {})["average"]
+    assert avg["host_us"]["Forward"] == avg["host_total_us"] == 10.0
+    assert [s["host_us"]["Forward"] for s in v.get("module/phases", {})["steps"]] == [10, 10, 10.001]
+
+
 def test_a_range_the_tree_clips_against_its_python_frame_keeps_its_device_time():
     """with_stack=True: a record_function range begins inside the python frame entering it
     and outlives it; the host tree clips it there (SPEC §2.4.1), but its kernels (5 + 7 µs,

@@ -56,11 +56,13 @@ def phases_payload(ph: Phases) -> dict:
              for i, name in enumerate(ph.steps)]
     n = max(len(ph.steps), 1)
     h, d = ph.host.sum(axis=0), ph.device.sum(axis=0)
-    avg = {"host_us": {p: int(v) / n / 1000 for p, v in zip(PHASES, h.tolist())},
-           "device_us": {p: int(v) / n / 1000 for p, v in zip(PHASES, d.tolist())},
+    # averages to the ns, as the steps' values (241.06966666666665 was printed as such)
+    avg = {"host_us": {p: round(int(v) / n / 1000, 3) for p, v in zip(PHASES, h.tolist())},
+           "device_us": {p: round(int(v) / n / 1000, 3) for p, v in zip(PHASES, d.tolist())},
            "host_pct": {p: pct(int(v), int(h.sum())) for p, v in zip(PHASES, h.tolist())},
            "device_pct": {p: pct(int(v), int(d.sum())) for p, v in zip(PHASES, d.tolist())},
-           "host_total_us": int(h.sum()) / n / 1000, "device_total_us": int(d.sum()) / n / 1000}
+           "host_total_us": round(int(h.sum()) / n / 1000, 3),
+           "device_total_us": round(int(d.sum()) / n / 1000, 3)}
     return {"phases": list(PHASES), "steps": steps, "average": avg,
             "source": {p: ("record_function" if ph.marked.get(p) else "inferred")
                        for p in PHASES if p != "Other"}}
