@@ -198,6 +198,22 @@ def test_calls_some_ranks_did_not_make_are_matched_over_the_ranks_that_did():
     assert "all_reduce calls in group 0 (rank 0: 3, rank 1: 2, rank 2: 3)" in notes
 
 
+def test_ranks_from_names_prefer_the_number_after_rank_or_worker():
+    """Without distributedInfo: ``rank-0.Jul_15_10_52_41`` ... were ranks 41, 42, 43 (the
+    timestamp's seconds: the trailing integer), names ending in no number (``rank2_host``)
+    ranks 0, 1 (their position)."""
+    from stepscope.runlevel.distributed import _name_ranks
+
+    stamped = [f"rank-{r}.Jul_15_10_52_{41 + r}" for r in range(3)]
+    assert _name_ranks(stamped, notes := []) == dict(zip(stamped, range(3)))
+    assert "taken from the number after rank/worker in its name" in notes[0]
+    assert _name_ranks(["rank2_host", "rank10_host"], []) == {"rank2_host": 2, "rank10_host": 10}
+    assert _name_ranks(["hostA_x3y", "hostB_x7y"], []) == {"hostA_x3y": 3, "hostB_x7y": 7}
+    assert _name_ranks(["host7"], notes := []) == {"host7": 7} and "its name" in notes[0]
+    assert _name_ranks(["worker0_step_12", "worker1_step_12"], []) == {
+        "worker0_step_12": 0, "worker1_step_12": 1}
+
+
 def test_ties_credit_no_rank_alone():
     """Equal durations: nobody "arrived last"; ranks tied for the least wait are named
     together, and not when they are the majority."""

@@ -96,24 +96,31 @@ def has_data(summary: dict | None, workers: int) -> bool:
 
 # -- over the run ----------------------------------------------------------------------------
 def _name_ranks(workers: list[str], notes: list[str]) -> dict[str, int]:
-    """Ranks of workers without a ``distributedInfo`` rank, from their names: the trailing
-    integer (SPEC §4.3); when that does not tell them apart (``worker0_step_12``,
-    ``worker1_step_12``), the integer at the last place in the names where they differ
-    (``0`` and ``1``); else the worker's position. Each choice is noted."""
+    """Ranks of workers without a ``distributedInfo`` rank, from their names: the number
+    after ``rank`` or ``worker`` when every name has a distinct one (``rank-3.Jul_15_10_52_41``:
+    3, not the timestamp's seconds); else the trailing integer (SPEC §4.3); when that does
+    not tell them apart (``worker0_step_12``, ``worker1_step_12``, or names ending in no
+    number: ``rank2_host``), the integer at the last place in the names where they differ;
+    else the worker's position. Each choice is noted."""
+    tagged = {w: int(m.group(1)) for w in workers
+              if (m := re.search(r"(?:rank|worker)[-_.]?(\d+)", w, re.IGNORECASE))}
     ints = {w: [int(x) for x in re.findall(r"\d+", w)] for w in workers}
     trailing = {w: int(m.group(1)) for w in workers if (m := re.search(r"(\d+)$", w))}
     places = {len(v) for v in ints.values()}
     by_place = None
-    if len(set(trailing.values())) < len(trailing) and len(places) == 1 and len(workers) > 1:
+    if workers and len(tagged) == len(set(tagged.values())) == len(workers):
+        by_place, told = tagged, "the number after rank/worker in its name"
+    elif len(set(trailing.values())) < len(workers) and len(places) == 1 and len(workers) > 1:
         for k in reversed(range(places.pop())):  # the last place where the names differ
             values = [ints[w][k] for w in workers]
             if len(set(values)) == len(values):
-                by_place = dict(zip(workers, values))
+                by_place, told = dict(zip(workers, values)), ("the number that differs "
+                                                              "between the workers' names")
                 break
     out, how = {}, {}
     for i, w in enumerate(workers):
         if by_place is not None:
-            out[w], how[w] = by_place[w], "the number that differs between the workers' names"
+            out[w], how[w] = by_place[w], told
         elif w in trailing:
             out[w], how[w] = trailing[w], "its name"
         else:
