@@ -96,6 +96,7 @@ def report_main(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
     from .report import output_problem, write_report
 
+    argv_output = args.output
     if args.output == "-":
         args.output = "/dev/stdout"
 
@@ -113,7 +114,8 @@ def report_main(argv: list[str]) -> int:
         _fail("report", failure, 1)
     for note in [*info.quality, *info.notes]:
         print(f"note: {note}", file=sys.stderr)
-    print(f"Wrote {info.path} ({info.bytes:,} bytes, {info.spans} trace"
+    shown = "standard output" if argv_output == "-" else info.path
+    print(f"Wrote {shown} ({info.bytes:,} bytes, {info.spans} trace"
           f"{'s' if info.spans != 1 else ''})",
           file=sys.stderr if _is_stdout(args.output) else sys.stdout)  # (not into the page)
     return 1 if info.failed else 0
