@@ -499,6 +499,22 @@ def test_range_left_open_across_a_step_is_noted_and_kept_whole_in_the_ranges():
     assert by["cross"] == (30.0, 40.0) and sum(fl["self"]) == fl["total_us"] == 200.0
 
 
+def test_device_time_launched_beside_a_range_is_noted():
+    """A ``backward`` range on the main thread counts the kernels launched on its own thread
+    (SPEC §4.2: 0 here), while the autograd thread launched 3 ms of kernels during it (the
+    Phases tab's Backward holds them): a real 2024 trace showed 115 µs against 316 ms."""
+    v = build_views(build([
+        step(1, 0, 10_000), user("backward", 100, 9_000),
+        op("autograd::engine::evaluate_function: MmBackward0", 200, 5_000, tid=2),
+        *launch("aten::mm", 300, 100, "k", 400, 3_000, corr=1, ext=1, tid=2)]))
+    (bwd,) = [r for r in v.get("module/ranges", {"flat": "1"}) if r["name"] == "backward"]
+    assert bwd["device_us"] == 0
+    assert v.get("module/phases", {})["average"]["device_us"]["Backward"] == 3000
+    (note,) = [n for n in v.payload("Module")["notes"]
+               if n["code"] == "ranges_device_time_own_thread"]
+    assert "3.0 ms more was launched from other threads" in note["text"]
+
+
 def test_phase_averages_are_exact_to_the_ns():
     """An average of 3 steps printed 10.000333333333334 µs; the API's times are to the ns."""
     v = build_views(build([step(1, 0, 10), op("aten::mm", 0, 10), step(2, 20, 10),

@@ -52,7 +52,8 @@ function tabBar(ctx, current) {
 function notesList(notes, codes) {
   const shown = (notes ?? []).filter((n) => !codes || codes.includes(n.code));
   return shown.length ? el("ul", { className: "notes module-notes" },
-    shown.map((n) => el("li", { className: n.level, dataset: { code: n.code } }, n.text))) : null;
+    shown.map((n) => el("li", { className: `note note-${n.level === "warning" ? "warning" : "info"}`,
+      dataset: { code: n.code } }, n.text))) : null;
 }
 
 /**
@@ -206,7 +207,8 @@ async function rangesTab(ctx, box, summary) {
   }
   const tools = el("div", { className: "card-tools" }, toggle,
     flat ? null : treeCsvButton("ranges_tree.csv", cols, body, "module-range-csv"));
-  setChildren(box, card("User ranges (record_function)", tools, content));
+  setChildren(box, card("User ranges (record_function)", tools,
+    notesList(summary.notes, ["ranges_device_time_own_thread"]), content));
 }
 
 async function modulesTab(ctx, box, summary) {

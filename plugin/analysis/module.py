@@ -340,6 +340,24 @@ def launched_within(trace: Trace, links: Links, rows: np.ndarray) -> np.ndarray:
     return out
 
 
+def launched_beside(trace: Trace, links: Links, rows: np.ndarray) -> int:
+    """Device time (ns) launched by runtime calls on other threads than the host events
+    ``rows``' own while they ran (the backward pass: the autograd engine launches from its
+    own threads while a ``backward`` range runs on the main one). Each launch counts once."""
+    launch = links.launch_rows[links.device_ns[links.launch_rows] > 0]
+    if not len(launch) or not len(rows):
+        return 0
+    lt, rt = trace.thread[launch], trace.thread[rows]
+    counted = np.zeros(len(launch), dtype=bool)
+    for th in np.unique(rt).tolist():
+        own = rows[rt == th]
+        lo, hi = union(trace.start[own], trace.start[own] + trace.dur[own])
+        s = trace.start[launch]
+        i = np.searchsorted(lo, s, side="right") - 1
+        counted |= (lt != th) & (i >= 0) & (s < hi[np.maximum(i, 0)])
+    return int(links.device_ns[launch[counted]].sum())
+
+
 def range_mask(trace: Trace, tree: HostTree) -> np.ndarray:
     """Positions of user ranges (``record_function``), ProfilerStep left out."""
     rows = tree.rows
@@ -364,4 +382,11 @@ def analyze_module(trace: Trace, tree: HostTree, links: Links, steps: Steps) -> 
                           "torch.profiler.profile(with_stack=True) to see the module tree "
                           "(with_modules=True alone records none in eager mode: torch 2.13 "
                           "writes the nn.Module frames with the python stack)."))
+    beside = launched_beside(trace, links, tree.rows[range_mask(trace, tree)])
+    if beside > max(int(ranges.device.sum()), 0) // 100:  # (more than 1 % of their own)
+        notes.append(Note("info", "ranges_device_time_own_thread",
+                          "A range's device time counts the kernels launched on its own "
+                          f"thread; {beside / 1e6:,.1f} ms more was launched from other threads "
+                          "while ranges ran (the autograd engine runs the backward pass on "
+                          "threads of its own): the Phases tab counts it in its phase."))
     return ModuleAnalysis(phases=ph, ranges=ranges, modules=modules, notes=notes)
