@@ -111,6 +111,24 @@ function drawBlocks(ctx, box, scene, plotW) {
   return drawn;
 }
 
+/**
+ * The corners of a counter drawn as a step function: each value holds until the next
+ * point (memory allocated since its event, utilization over its pixel), the last one to x
+ * `end` (the window's or the trace's end). Drawn point to point, an allocation looked like a
+ * slow ramp. `x(t)`, `y(v)`: plot coordinates.
+ * Example: points [[0, 1], [10, 3]], end 20 (x, y identity) -> [[0,1], [10,1], [10,3], [20,3]].
+ */
+export function stepPoints(points, x, y, end) {
+  const out = [];
+  points.forEach(([t, v], i) => {
+    const px = x(t);
+    if (i) out.push([px, out[out.length - 1][1]]);
+    out.push([px, y(v)]);
+  });
+  if (out.length) out.push([Math.max(end, out[out.length - 1][0]), out[out.length - 1][1]]);
+  return out;
+}
+
 function drawCounter(ctx, box, scene, plotW) {
   const points = box.lane.points ?? [];
   if (!points.length) return;
@@ -118,15 +136,17 @@ function drawCounter(ctx, box, scene, plotW) {
   const top = box.y + 4;
   const base = box.y + COUNTER_H - 3;
   const yOf = (v) => base - (Math.max(0, v) / max) * (base - top);
+  const end = Math.min(plotW, xOf(scene.answer?.range?.[1] ?? scene.win.end, scene, plotW));
+  const steps = stepPoints(points, (t) => xOf(t, scene, plotW), yOf, end);
   ctx.beginPath();
-  ctx.moveTo(xOf(points[0][0], scene, plotW), base);
-  for (const [t, v] of points) ctx.lineTo(xOf(t, scene, plotW), yOf(v));
-  ctx.lineTo(xOf(points[points.length - 1][0], scene, plotW), base);
+  ctx.moveTo(steps[0][0], base);
+  for (const [x, y] of steps) ctx.lineTo(x, y);
+  ctx.lineTo(steps[steps.length - 1][0], base);
   ctx.closePath();
   ctx.fillStyle = COLORS.counterFill;
   ctx.fill();
   ctx.beginPath();
-  points.forEach(([t, v], i) => (i ? ctx.lineTo : ctx.moveTo).call(ctx, xOf(t, scene, plotW), yOf(v)));
+  steps.forEach(([x, y], i) => (i ? ctx.lineTo : ctx.moveTo).call(ctx, x, y));
   ctx.strokeStyle = COLORS.counter;
   ctx.lineWidth = 1;
   ctx.stroke();

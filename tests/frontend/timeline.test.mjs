@@ -12,7 +12,7 @@ import {
   nameColor, pointAt, rowTop,
 } from "../../frontend/lib/timeline_layout.js";
 import { createLoader } from "../../frontend/lib/timeline_loader.js";
-import { counterLabel, fitText } from "../../frontend/lib/timeline_draw.js";
+import { counterLabel, fitText, stepPoints } from "../../frontend/lib/timeline_draw.js";
 import { counterValue } from "../../frontend/lib/timeline_axes.js";
 import { argText, kindLabel } from "../../frontend/lib/timeline_detail.js";
 
@@ -248,4 +248,11 @@ test("loader: a long burst still fetches every maxWait ms", async () => {
   await sleep(50);
   assert.ok(asked.length >= 2 && asked.length <= 5, asked.join(" "));
   assert.equal(asked.at(-1), "14|15|100");
+});
+
+test("counters draw as steps: a value holds until the next point, the last to the end", () => {
+  const id = (v) => v;
+  assert.deepEqual(stepPoints([[0, 1], [10, 3]], id, id, 20), [[0, 1], [10, 1], [10, 3], [20, 3]]);
+  assert.deepEqual(stepPoints([[5, 2]], id, id, 3), [[5, 2], [5, 2]]);  // (end before: no back)
+  assert.deepEqual(stepPoints([], id, id, 9), []);
 });
