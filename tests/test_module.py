@@ -513,6 +513,12 @@ def test_device_time_launched_beside_a_range_is_noted():
     (note,) = [n for n in v.payload("Module")["notes"]
                if n["code"] == "ranges_device_time_own_thread"]
     assert "3.0 ms more was launched from other threads" in note["text"]
+    # a range of the other thread around that launch owns it: nothing missing, no note
+    v = build_views(build([
+        step(1, 0, 10_000), user("backward", 100, 9_000), user("bucket", 250, 1_000, tid=2),
+        op("autograd::engine::evaluate_function: MmBackward0", 200, 5_000, tid=2),
+        *launch("aten::mm", 300, 100, "k", 400, 3_000, corr=1, ext=1, tid=2)]))
+    assert "ranges_device_time_own_thread" not in {n["code"] for n in v.payload("Module")["notes"]}
 
 
 def test_phase_averages_are_exact_to_the_ns():
@@ -555,3 +561,12 @@ def test_a_range_the_tree_clips_against_its_python_frame_keeps_its_device_time()
     flame = v.get("module/flame", {"metric": "host_self"})
     totals = {flame["labels"][n]: t for n, t in zip(flame["name"], flame["total"])}
     assert (totals["forward"], totals["__enter__"]) == (80, 1.5)
+    # only python frames (and the enter op) entering a range end early: a range B entered
+    # inside range A, overhanging it, is clipped to A as before (A was cut to B's start)
+    lines = build_views(build([
+        step(1, 0, 300), py("<module>", 0, 300), user("A", 10, 90), op("aten::mm", 20, 10),
+        op("aten::add", 60, 20), py("__enter__", 50, 3), user("B", 51, 99),
+        op("aten::mul", 110, 10)])).get("stacks/collapsed", {}).splitlines()
+    assert {ln for ln in lines if ";A" in ln} == {
+        f"{root};A 30", f"{root};A;aten::mm 10", f"{root};A;__enter__ 1", f"{root};A;B 29",
+        f"{root};A;B;aten::add 20"}

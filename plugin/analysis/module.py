@@ -343,19 +343,21 @@ def launched_within(trace: Trace, links: Links, rows: np.ndarray) -> np.ndarray:
 def launched_beside(trace: Trace, links: Links, rows: np.ndarray) -> int:
     """Device time (ns) launched by runtime calls on other threads than the host events
     ``rows``' own while they ran (the backward pass: the autograd engine launches from its
-    own threads while a ``backward`` range runs on the main one). Each launch counts once."""
+    own threads while a ``backward`` range runs on the main one), and in none of ``rows`` of
+    their own thread (those count there). Each launch counts once."""
     launch = links.launch_rows[links.device_ns[links.launch_rows] > 0]
     if not len(launch) or not len(rows):
         return 0
-    lt, rt = trace.thread[launch], trace.thread[rows]
-    counted = np.zeros(len(launch), dtype=bool)
+    lt, rt, s = trace.thread[launch], trace.thread[rows], trace.start[launch]
+    during, owned = np.zeros(len(launch), dtype=bool), np.zeros(len(launch), dtype=bool)
     for th in np.unique(rt).tolist():
         own = rows[rt == th]
         lo, hi = union(trace.start[own], trace.start[own] + trace.dur[own])
-        s = trace.start[launch]
         i = np.searchsorted(lo, s, side="right") - 1
-        counted |= (lt != th) & (i >= 0) & (s < hi[np.maximum(i, 0)])
-    return int(links.device_ns[launch[counted]].sum())
+        inside = (i >= 0) & (s < hi[np.maximum(i, 0)])
+        during |= inside & (lt != th)
+        owned |= inside & (lt == th)
+    return int(links.device_ns[launch[during & ~owned]].sum())
 
 
 def range_mask(trace: Trace, tree: HostTree) -> np.ndarray:

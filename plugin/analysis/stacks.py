@@ -107,15 +107,18 @@ def flame_tree(trace: Trace, tree: HostTree) -> HostTree:
         return tree
     whole = trace.start + trace.dur
     ends = whole.copy()
+    opener = (trace.kind == Kind.PYTHON) | string_hits(trace, ENTER_RANGE)[trace.name]
     range_start = tree.start[ranges]
     range_end = whole[tree.rows[ranges]]
     frame = tree.parent[ranges].astype(np.int64)
-    while len(frame):  # up the entering frames: those ending before the range does
-        opens = (frame >= 0) & (whole[tree.rows[np.maximum(frame, 0)]] < range_end)
+    while len(frame):  # up the entering frames: python frames (or the enter op) ending first
+        row = tree.rows[np.maximum(frame, 0)]
+        opens = (frame >= 0) & opener[row] & (whole[row] < range_end)
         frame, range_start, range_end = frame[opens], range_start[opens], range_end[opens]
-        rows = tree.rows[frame]
-        np.minimum.at(ends, rows, range_start)
+        np.minimum.at(ends, tree.rows[frame], range_start)
         frame = tree.parent[frame].astype(np.int64)
+    del whole, opener
+    # (no second thread: the Module view is built beside the Operator view already)
     return build_tree(trace, ends=ends)
 
 
