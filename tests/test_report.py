@@ -203,6 +203,7 @@ def test_report_leaves_out_an_unreadable_trace_and_names_it(tmp_path, capsys):
     assert cap.out.startswith(f"Wrote {out} (") and "1 trace)" in cap.out
     failed = [ln for ln in cap.err.splitlines() if ln.startswith("stepscope report: run / ")]
     assert [ln.split(":")[1].strip() for ln in failed] == ["run / c / default", "run / d / default"]
+    assert "left out" not in cap.err  # (each said once, not again as a note)
     data = embedded(out.read_text())
     assert data["spans"] == {"run": {"a": ["default"]}}
     assert [n.split(" is left out: ")[0] for n in data["notes"]] == ["run / c / default",

@@ -110,9 +110,9 @@ def report_main(argv: list[str]) -> int:
         return _fail("report", e.error, 2)
     except (StepscopeError, OSError) as e:
         return _fail("report", one_line(e), 1)
-    for failure in info.failed:  # left out of the page, which names them too
+    for failure in info.failed:  # left out of the page (its notes name them too)
         _fail("report", failure, 1)
-    for note in [*info.quality, *info.notes]:
+    for note in [*info.quality, *(n for n in info.notes if " is left out: " not in n)]:
         print(f"note: {note}", file=sys.stderr)
     shown = "standard output" if argv_output == "-" else info.path
     print(f"Wrote {shown} ({info.bytes:,} bytes, {info.spans} trace"
