@@ -151,7 +151,7 @@ class LowercasePattern:
 #: list for every generation (tested on kernel names from real traces, tests/test_taxonomy.py).
 TENSOR_CORE_KERNEL = LowercasePattern(
     # Volta..Ampere cuBLAS/cuDNN/CUTLASS 2
-    r"h884|h1688|s1688|i8816|h16816|s16816|bf16816|hmma|xmma|wmma|imma|gmma|"
+    r"h884|s884|h1688|s1688|i8816|h16816|s16816|bf16816|hmma|xmma|wmma|imma|gmma|"
     r"gemm_.*tf32|tf32.*gemm|cutlass.*tensorop|tensorop.*cutlass|ampere_(fp16|bf16|h|s16816)|"
     # Hopper/Blackwell: cuBLASLt nvjet, CUTLASS 3 sm90/sm100 kernels
     r"nvjet_|sm(90|100|101|103|120)a?_\w*?(gemm|mma|tensorop|fprop|dgrad|wgrad|conv)|"

@@ -56,6 +56,14 @@ def test_dataloader(share, fires):
     if fires:
         assert "10.0% of the step time is in DataLoader" in items["dataloader"]["text"]
         assert items["dataloader"]["doc_url"].startswith("https://pytorch.org/docs/")
+        # it loads in worker processes already: not "set num_workers" (the golden text, for
+        # the single-process iterator: test_golden)
+        assert "already loads in worker processes: try more num_workers" in \
+            items["dataloader"]["text"]
+        single = events[:1] + [dict(events[1], name="enumerate(DataLoader)#_SingleProcess"
+                                    "DataLoaderIter.__next__")] + events[2:]
+        assert "set num_workers on DataLoader's construction" in \
+            advice(single)[0]["dataloader"]["text"]
 
 
 @pytest.mark.parametrize("busy,fires", [(40, True), (60, False)])
@@ -158,6 +166,8 @@ def test_data_parallel_autograd_functions():
 @pytest.mark.parametrize("kernel_name,props,fires", [
     ("volta_sgemm_128x64_nn", (V100,), True),
     ("volta_h884gemm_64x64_nn", (V100,), False),                     # already tensor cores
+    ("volta_fp16_s884gemm_fp16_128x128_ldg8_f2f_nn", (V100,), False),  # AMP on a V100
+    ("ampere_sgemm_128x64_nn", (dict(V100, computeMajor=8),), True),
     ("volta_sgemm_128x64_nn", ({"id": 0, "numSms": 80},), True),     # capability unknown
     ("volta_sgemm_128x64_nn", (), True),                              # no deviceProperties
     ("volta_sgemm_128x64_nn", (dict(V100, computeMajor=6),), False),  # no tensor cores
@@ -175,6 +185,13 @@ def test_amp(kernel_name, props, fires):
         assert "Tensor Cores" in items["amp"]["text"]
         assert ("does not say which GPU" in items["amp"]["text"]) is ("computeMajor" not in
                                                                        str(props))
+        # TF32 needs Ampere: not offered on a V100 (compute 7.0), only "on Ampere or newer"
+        # when the GPU is not known
+        tf32 = {7: None, 8: "(torch.autocast) or TF32."}.get(
+            props[0].get("computeMajor") if props else None, ", or TF32 on Ampere or newer")
+        assert ("TF32" in items["amp"]["text"]) is (tf32 is not None)
+        if tf32:
+            assert tf32 in items["amp"]["text"]
 
 
 @pytest.mark.parametrize("peak,fires", [(950, True), (500, False)])

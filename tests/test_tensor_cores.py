@@ -16,6 +16,9 @@ from stepscope.views import build_views
 TENSOR_CORE_NAMES = [
     # V100 / A100 (hta_a100_alexnet_nosteps)
     "volta_h884gemm_64x64_ldg8_nn",
+    # V100 AMP (fp16 inputs, fp32 accumulation: cuBLAS/cuDNN's s884 kernels)
+    "volta_fp16_s884gemm_fp16_128x128_ldg8_f2f_nn",
+    "volta_fp16_s884cudnn_fp16_256x128_ldg8_splitK_relu_f2f_exp_small_nhwc2nchw_tn_v1",
     "sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16"
     "_stage4_warpsize2x2x1_g1_tensor16x8x8_alignc4_execute_kernel_cudnn",
     "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(Params)",

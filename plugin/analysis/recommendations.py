@@ -10,6 +10,7 @@ has high time cost on input data loading. 21.0% of the step time is in DataLoade
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -23,7 +24,7 @@ from ..taxonomy import (
     Kind,
 )
 from ..units import format_bytes
-from .breakdown import name_mask
+from .breakdown import name_mask, string_hits
 from .gpu_metrics import GpuSummary, is_rocm
 from .intervals import sorted_unique
 from .links import Links
@@ -97,6 +98,8 @@ class Facts:
     """Measurements the rules read (shares in percent)."""
 
     dataloader_share: float = 0.0
+    #: the DataLoader loads in worker processes already (``_MultiProcessingDataLoaderIter``)
+    dataloader_workers: bool = False
     communication_share: float = 0.0
     #: step-time category -> percent of the step time (SPEC §2.2)
     shares: dict[str, float] = field(default_factory=dict)
@@ -111,6 +114,8 @@ class Facts:
     rocm: bool = False
     #: the GPU's architecture is known (compute capability or ROCm), not just assumed
     tc_known: bool = False
+    #: the lowest compute capability major of the GPUs (0: not known); 7 (Volta) has no TF32
+    tc_major: int = 0
     gpus: list[GpuSummary] = field(default_factory=list)
     kernels: int = 0
     kernels_shorter_than_launch: int = 0
@@ -162,6 +167,7 @@ def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarr
     f = Facts(dataloader_share=shares.get("DataLoader", 0.0),
               communication_share=shares.get("Communication", 0.0), gpus=gpus,
               shares=dict(shares))
+    f.dataloader_workers = bool(string_hits(trace, MULTIPROCESS_LOADER)[trace.name].any())
     rt = np.flatnonzero(trace.kind == Kind.RUNTIME)
     f.top_runtime = top_names(trace, rt, trace.dur[rt])
     for name, _ns in f.top_runtime:
@@ -190,6 +196,8 @@ def gather_facts(trace: Trace, links: Links, tree: HostTree, tc_kernel: np.ndarr
     f.tc_supported = any(m.startswith("Kernel time using ") for g in gpus for m in g.metrics)
     f.rocm = is_rocm(trace)  # (gpu_summaries names Matrix Cores exactly then)
     f.tc_known = f.rocm or any(g.compute_capability for g in gpus)
+    majors = [int(g.compute_capability.split(".")[0]) for g in gpus if g.compute_capability]
+    f.tc_major = min(majors, default=0)
 
     if len(sorted_unique(trace.device[kernels])) > 1:
         markers = set()
@@ -239,14 +247,22 @@ IDLE_CAUSES = {"runtime_bound": "Runtime", "cpu_bound": "CPU Exec", "dataloader"
                "other": "Other"}
 
 
+#: The DataLoader iterator of ``num_workers > 0``.
+MULTIPROCESS_LOADER = re.compile(r"_MultiProcessingDataLoaderIter")
+
+
 def rule_dataloader(f: Facts) -> Optional[Item]:
     if f.dataloader_share <= DATALOADER_SHARE:
         return None
     share = f"{f.dataloader_share:.1f}%"
+    advice = ("The DataLoader already loads in worker processes: try more num_workers, "
+              "pin_memory=True, a larger prefetch_factor or persistent_workers=True, or "
+              "lighter transforms." if f.dataloader_workers else
+              "You could try to set num_workers on DataLoader's construction and enable "
+              "multi-processes on data loading.")
     return _item("dataloader",
                  f"This run has high time cost on input data loading. {share} of the step "
-                 "time is in DataLoader. You could try to set num_workers on DataLoader's "
-                 "construction and enable multi-processes on data loading.",
+                 f"time is in DataLoader. {advice}",
                  f"DataLoader: {share} of the average step time", f.dataloader_share)
 
 
@@ -338,12 +354,14 @@ def rule_amp(f: Facts) -> Optional[Item]:
     cores = "Matrix Cores" if f.rocm else "Tensor Cores"
     unknown = "" if f.tc_known else (" (the trace does not say which GPU ran it; this "
                                      "applies to Volta or newer)")
+    # TF32 needs compute capability 8.0 (Ampere); a V100 user cannot act on it
+    tf32 = ("" if f.rocm or f.tc_major == 7 else " or TF32" if f.tc_major
+            else ", or TF32 on Ampere or newer")
     return _item("amp",
                  f"Operators that can use {cores} (convolutions, matrix multiplications, "
                  f"attention) launch {f.tc_eligible_share:.1f}% of the kernel time, but only "
                  f"{f.tc_used_share:.1f}% of the kernel time uses {cores}. Try Automatic "
-                 "Mixed Precision (torch.autocast)" + ("" if f.rocm else " or TF32")
-                 + f"{unknown}.",
+                 f"Mixed Precision (torch.autocast){tf32}{unknown}.",
                  f"eligible {f.tc_eligible_share:.1f}%, using {cores} "
                  f"{f.tc_used_share:.1f}% of kernel time",
                  f.shares.get("Kernel", 0.0) * f.tc_eligible_share / 100)
