@@ -58,6 +58,20 @@ def test_blocks_per_sm_and_occupancy_are_duration_weighted_when_present():
     assert "Mean Blocks Per SM" not in names
 
 
+def test_weighted_means_do_not_depend_on_the_events_order():
+    """50 kernels of 0.025 blocks per SM: summed in event order, the mean rounded to 0.03 or
+    0.02 by the order of the events (a shuffled real trace showed both)."""
+    import numpy as np
+
+    from stepscope.views.kernel import _weighted_mean
+
+    rng = np.random.default_rng(3)
+    values, weights = np.full(50, 0.025), rng.integers(1000, 99999, 50)
+    means = {tuple(_weighted_mean(np.zeros(50, np.int64), 1, values[p], weights[p]))
+             for p in (rng.permutation(50) for _ in range(200))}
+    assert means == {(0.03,)}
+
+
 def test_tensor_cores_used_column():
     _, rows = kt([kernel("sm80_xmma_gemm_f16f16_f16f32", 0, 5), kernel("elementwise", 6, 5)])
     assert {r["Name"]: r["Tensor Cores Used"] for r in rows} == {

@@ -418,6 +418,16 @@ def test_gzip_of_gzip(tmp_path, inflater):
     assert len(trace) == 4 and "nested_gzip" in {n.code for n in trace.notes}
 
 
+def test_garbage_after_the_gzip_data_is_noted(tmp_path, inflater):
+    """The same garbage after plain JSON had a note; after a gzip stream it was dropped
+    without one."""
+    data = gzip.compress(_doc()) + b"<html>oops</html>"
+    trace = read_trace(_write(tmp_path, data, "w.pt.trace.json.gz"))
+    assert len(trace) == 4 and _notes(trace) == {
+        "trailing_garbage": "w.pt.trace.json.gz: the bytes after the end of the gzip data are "
+                            "not gzip; ignored."}
+
+
 def test_damaged_gzip_keeps_what_precedes_the_damage(tmp_path, inflater):
     rng = random.Random(5)  # names that compress badly: the stream spans many input pieces
     events = [{"ph": "X", "cat": "cpu_op", "name": f"op{rng.getrandbits(64):x}", "pid": 1,
@@ -458,6 +468,8 @@ def test_absurd_timestamp_ignored_for_origin(tmp_path):
     trace = read_trace(_write(tmp_path, _doc(events)))
     assert len(trace) == 4 and trace.events["start"].max() == 110_000
     assert "absurd_timestamps" in {n.code for n in trace.notes}
+    # said once: not again as "dropped ... missing or ill-typed" (it is well typed)
+    assert "dropped_events" not in {n.code for n in trace.notes}
 
 
 @pytest.mark.parametrize("late", [1, 2])
@@ -1063,3 +1075,18 @@ def test_the_reader_takes_over_chunks_a_slow_helper_has_not_started(tmp_path, mo
     assert trace.events["external_id"].tolist() == list(range(3000))
     for col in whole.events:
         assert np.array_equal(whole.events[col], trace.events[col], equal_nan=True), col
+
+
+def test_begin_end_pairs_are_named_in_a_note_or_the_422(tmp_path):
+    """B/E pairs were dropped without a word; a file of only them got "Was the profiler
+    stopped before the first step?"."""
+    from stepscope.errors import TraceError
+
+    pair = [{"ph": "B", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 20},
+            {"ph": "E", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 30}]
+    trace = read_trace(_write(tmp_path, _doc(GOOD + pair)))
+    (note,) = [n for n in trace.notes if n.code == "begin_end_events"]
+    assert "ignored 2 begin/end events" in note.text
+    with pytest.raises(TraceError) as e:
+        read_trace(_write(tmp_path, _doc(pair)))
+    assert 'begin/end event pairs ("ph": "B"/"E", 2 events)' in e.value.detail

@@ -310,15 +310,27 @@ class ColumnBuilder:
     def finish(self, top: TraceObject, notes: list[Note]) -> Trace:
         """Join the chunks into a :class:`Trace` (origin = earliest kept start)."""
         name = self.name
+        paired = self.phases.get("B", 0) + self.phases.get("E", 0)
         if not self.chunks and not self.memory:
             if self.entries and self.non_events == self.entries:
                 raise TraceError("no events", f"none of the {self.entries:,} entries of "
                                  f"{name}'s event list is an event (a JSON object with "
                                  "\"ph\", \"name\", \"ts\"...). Is it a profiler trace?",
                                  file=name)
+            if paired:
+                raise TraceError("no events", f"{name} holds begin/end event pairs "
+                                 f"(\"ph\": \"B\"/\"E\", {paired:,} events) but no complete "
+                                 "events (\"ph\": \"X\"), which torch.profiler writes and "
+                                 "Stepscope reads. Export the trace with torch.profiler "
+                                 "(prof.export_chrome_trace).", file=name)
             raise TraceError("no events", f"{name} holds no duration events "
                              f"({self.entries:,} entries in all). Was the profiler stopped "
                              "before the first step?", file=name)
+        if paired:
+            notes.append(Note("warning", "begin_end_events",
+                              f"{name}: ignored {paired:,} begin/end events (\"ph\": \"B\"/"
+                              "\"E\"): Stepscope reads complete events (\"ph\": \"X\"), as "
+                              "torch.profiler writes them."))
         cols = _concat(self.chunks, EVENT_COLUMNS)
         ok = np.concatenate(self.ok) if self.ok else np.zeros(0, dtype=bool)
         self.chunks, self.ok = [], []
@@ -329,6 +341,7 @@ class ColumnBuilder:
         if meta.ignored:
             notes.append(metadata_note(name, meta.ignored))
         start, dur = cols["start"], cols["dur"]
+        ill_typed = int((~ok).sum())
         if ok.any():  # absurd timestamps: far from the bulk of the trace
             # the lower median, an event's own start: when the events split in two even
             # groups far apart, the mean of the middle two lay between them, and every
@@ -342,11 +355,11 @@ class ColumnBuilder:
                                   "timestamps more than 30 days away from the rest of the trace."))
                 ok &= ~absurd
         notes += self._type_notes()
-        dropped = int((~ok).sum())
-        if dropped:
+        if ill_typed:  # (the absurd ones have their note: counted once)
             notes.append(Note("warning", "dropped_events",
-                              f"{name}: dropped {dropped:,} events with missing or ill-typed "
-                              "name, pid/tid, ts or dur."))
+                              f"{name}: dropped {ill_typed:,} events with missing or "
+                              "ill-typed name, pid/tid, ts or dur."))
+        dropped = int((~ok).sum())
         if dropped:
             for k in cols:  # one column at a time (peak memory)
                 cols[k] = cols[k][ok]

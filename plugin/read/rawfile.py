@@ -293,6 +293,9 @@ def _gunzip(chunks: Iterator[bytes], name: str, notes: list[Note],
                     rest = bytes(chunk)  # the magic continues in the next piece
                     break
                 if bytes(chunk[:2]) != GZIP_MAGIC:  # trailing garbage after the last member
+                    notes.append(Note("warning", "trailing_garbage",
+                                      f"{name}: the bytes after the end of the gzip data "
+                                      "are not gzip; ignored."))
                     return
                 d, between = zlib.decompressobj(wbits=31), False
             try:
