@@ -152,10 +152,18 @@ class FsspecFS:
         return self.fs.open(path, "rb")
 
     def refresh(self, folder: str) -> None:
-        """Forget cached listings under ``folder``: the next scan lists the store again
-        (fsspec keeps listings, so without this a re-scan would never see a new file)."""
+        """Forget cached listings of ``folder`` and of every folder under it: the next scan
+        lists the store again (fsspec keeps listings, so without this a re-scan would never
+        see a new file). s3fs, gcsfs and adlfs's ``invalidate_cache(folder)`` forget that
+        folder and its parents only: a file added to or rewritten in a run's folder was
+        never seen until a restart."""
         try:
             self.fs.invalidate_cache(folder)
+            cache = getattr(self.fs, "dircache", None)
+            if cache:
+                under = self.fs._strip_protocol(folder).rstrip("/") + "/"
+                for key in [k for k in list(cache) if k.startswith(under)]:
+                    cache.pop(key, None)
         except Exception:  # noqa: BLE001 - a store without a listing cache
             pass
 
@@ -197,11 +205,35 @@ class FsspecFS:
         if not self.is_inside(root, path):
             raise _outside(name)
         try:
-            return self.open(path), self.stat(path)
+            # asked of the store now, not its cached listing, and a first byte read: opening
+            # is lazy, so a store down or an object gone or rewritten failed only while the
+            # body streamed (200, the old length, no bytes)
+            self.fs.invalidate_cache(path)
+            st = self.stat(path)
+            f = self.open(path)
         except PermissionError as e:
             raise _unreadable(name, e) from None
         except (OSError, ValueError):
             raise _gone(name) from None
+        except Exception as e:  # noqa: BLE001 - the store's own errors (botocore, aiohttp)
+            raise _unreachable(name, e) from None
+        try:
+            f.read(1)
+            f.seek(0)
+        except Exception as e:  # noqa: BLE001
+            f.close()
+            if isinstance(e, PermissionError):
+                raise _unreadable(name, e) from None
+            if isinstance(e, (FileNotFoundError, ValueError)):
+                raise _gone(name) from None
+            raise _unreachable(name, e) from None
+        return f, st
+
+
+def _unreachable(name: str, e: Exception) -> StepscopeError:
+    return StepscopeError(f"{name} cannot be read from the store",
+                          f"{scrub(str(e)) or type(e).__name__}: is the storage service "
+                          "reachable? Try again.", file=name, status=503)
 
 
 def _gone(name: str) -> NotFound:
@@ -290,11 +322,21 @@ _SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|CREDENTIAL|ACCESS_KEY|ACCOUNT_
                           r"CONNECTION_STRING", re.I)
 
 
+#: A query string of key=value pairs right after a path (not a sentence's "?").
+_QUERY = re.compile(r"(?<=[\w/.\-])\?[^\s'\"<>?]*=[^\s'\"<>]*")
+#: ``user:password@`` before a host.
+_USER_PASSWORD = re.compile(r"(?<![\w/])[^\s/@:'\"<>]+:[^\s/@'\"<>]+@(?=[\w.\-\[])")
+
+
 def scrub(text: str) -> str:
     """``text`` (a storage library's error message, say) with every URL redacted
     (:func:`redact`) and the value of any secret-looking environment variable replaced
     by ``***``."""
     text = re.sub(r"[A-Za-z][A-Za-z0-9+]+://[^\s'\"<>]+", lambda m: redact(m.group(0)), text)
+    # the same parts where a library wrote the path or address without its scheme (s3fs's
+    # "bucket/key?X-Amz-Signature=...", distributed's "user:password@host:port")
+    text = _QUERY.sub("", text)
+    text = _USER_PASSWORD.sub("", text)
     for name, value in os.environ.items():
         if len(value) >= 8 and _SECRET_NAME.search(name) and value in text:
             text = text.replace(value, "***")

@@ -69,6 +69,10 @@ def test_redact_and_scrub():
     assert redact("abfs://container@account.dfs.core.windows.net/logs?sig=1") == \
         "abfs://container@account.dfs.core.windows.net/logs"  # no password: kept
     assert redact("/local/path?x") == "/local/path?x"
+    # the same where a library wrote the path or address without its scheme
+    assert scrub("logs/x?X-Amz-Signature=SIG1 and 'user:pw-1@127.0.0.1:7699'") == \
+        "logs/x and '127.0.0.1:7699'"
+    assert scrub("Is it reachable? (yes?) 10:30 a@b") == "Is it reachable? (yes?) 10:30 a@b"
     os.environ["STEPSCOPE_TEST_TOKEN"] = "tok-0123456789"
     try:
         assert scrub("at gs://u:p@b/k?t=1 with tok-0123456789") == "at gs://b/k with ***"
@@ -133,6 +137,25 @@ def test_s3_log_directory_answers_the_local_bytes(s3, client_for, tmp_path, capl
     while "later" not in remote.get("/data/plugin/stepscope/runs").json["runs"]:
         assert time.monotonic() < deadline, "the new run never appeared"
         time.sleep(0.2)
+    # and a worker added to a run's folder by another client (s3fs forgot the root's listing
+    # only: a file added or rewritten inside a run was never seen until a restart; a write
+    # through the server's own s3fs instance clears its listings itself)
+    import s3fs
+
+    other = s3fs.S3FileSystem(skip_instance_cache=True)
+    other.put_file(str(GOLDEN / RUNS[1] / "worker0.pt.trace.json.gz"),
+                   f"{BUCKET}/golden/later/worker1.pt.trace.json.gz")
+    deadline = time.monotonic() + 20
+    while remote.get("/data/plugin/stepscope/workers?run=later").json != ["worker0", "worker1"]:
+        assert time.monotonic() < deadline, "the new worker never appeared"
+        time.sleep(0.2)
+
+    # a download of an object deleted since its listing: 404 at once (it answered 200 with
+    # the old length and no bytes, the error only while streaming)
+    assert wait_ready(remote, "later", "worker1", timeout=120).status_code == 200
+    other.rm(f"{BUCKET}/golden/later/worker1.pt.trace.json.gz")
+    gone = remote.get("/data/plugin/stepscope/trace/download?run=later&worker=worker1")
+    assert gone.status_code == 404 and "is gone" in gone.json["error"]
     s3.rm(f"{BUCKET}/golden/later", recursive=True)
     for record in caplog.records:
         _no_secret(record.getMessage())
