@@ -349,6 +349,7 @@ def listing_error(location: str, exc: BaseException) -> StepscopeError:
     (the store unreachable); each names the (redacted) URL, never a credential."""
     url = redact(location)
     reason = scrub(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
+    reason = reason.rstrip(". ")  # ("...in our records.. Check": the sentence ends below)
     if isinstance(exc, NotADirectoryError):
         return NotFound(f"{url} is not a folder", f"{reason}. Give the folder that holds the "
                         "traces (or their run folders), not a file.")

@@ -189,3 +189,12 @@ def test_an_unreachable_scheduler_is_refused_at_start(subprocess_env, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in done.stderr
+    # a malformed address: refused at once, one line (a half-built Client took 20 s to
+    # close at exit and printed a traceback), no password shown
+    t = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "stepscope", str(tmp_path), "--port", "0",
+                           "--scheduler", "tcp://user:pw-SECRET@127.0.0.1:7699"],
+                          env=subprocess_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and time.monotonic() - t < 15, done.stderr
+    assert "Traceback" not in done.stderr and "pw-SECRET" not in done.stderr
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:7699" in done.stderr

@@ -193,6 +193,8 @@ def test_listing_errors_name_the_redacted_url():
     assert listing_error("s3://b/x", FileNotFoundError("gone")).status == 404
     other = listing_error("s3://b/x", ConnectionError("refused"))
     assert other.status == 503 and str(other) == "cannot list s3://b/x"
+    denied = listing_error("s3://b/x", PermissionError("not in our records."))
+    assert denied.detail.startswith("not in our records. Check the credentials")  # (not "..")
 
 
 def test_cli_refuses_a_missing_bucket_and_url_credentials(s3, capsys):

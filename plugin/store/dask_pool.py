@@ -62,6 +62,14 @@ class DaskExecutor:
         self.timeout = timeout
         self._lock = threading.Lock()
         try:
+            # a malformed address is refused before a Client exists: a half-built one spent
+            # 20 s closing itself at exit, printing a traceback
+            from distributed.comm import parse_address
+            from distributed.comm.addressing import parse_host_port
+
+            scheme, location = parse_address(address)
+            if scheme in ("tcp", "tls"):
+                parse_host_port(location)
             self.client = distributed.Client(address, timeout=timeout, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as e:
             raise SchedulerUnavailable(f"cannot reach the Dask scheduler at {self.shown}: "
