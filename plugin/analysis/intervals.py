@@ -57,13 +57,19 @@ def difference(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarra
         return a_s, a_e
     points = sorted_unique(np.concatenate((a_s, a_e, b_s, b_e)))
     left, right = points[:-1], points[1:]
-
-    def inside(s, e, p):
-        i = np.searchsorted(s, p, side="right") - 1
-        return (i >= 0) & (p < e[np.maximum(i, 0)])
-
     keep = inside(a_s, a_e, left) & ~inside(b_s, b_e, left)
     return union(left[keep], right[keep])
+
+
+def inside(ms: np.ndarray, me: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per ``t``: does it lie in one of disjoint sorted ``[ms, me)``?
+
+    Example: ``[0, 2)``, ``[5, 9)`` and ``t`` = 1, 2, 5 -> True, False, True.
+    """
+    if not len(ms):
+        return np.zeros(np.shape(t), dtype=bool)
+    i = np.searchsorted(ms, t, side="right") - 1
+    return (i >= 0) & (t < me[np.maximum(i, 0)])
 
 
 def cumulative_lengths(ms: np.ndarray, me: np.ndarray) -> np.ndarray:

@@ -38,7 +38,7 @@ from ..taxonomy import (
     Kind,
 )
 from .breakdown import name_mask
-from .intervals import covered, union
+from .intervals import covered, inside, union
 from .links import Links
 from .operators import group_ids, group_min_max, sum_to
 from .steps import Steps
@@ -222,9 +222,7 @@ def phases(trace: Trace, tree: HostTree, links: Links, steps: Steps) -> Phases:
         cov = covered(acc_s, acc_e, hs, he)
         host[:, k_of[ph]] = cov - prev
         prev = cov
-        i = np.searchsorted(ps, t, side="right") - 1
-        hit = left & (i >= 0)
-        hit[hit] &= t[hit] < pe[i[hit]]
+        hit = left & inside(ps, pe, t)
         device[:, k_of[ph]] = sum_to(k[hit], links.device_ns[launch[hit]], n)
         left &= ~hit
     host[:, k_of["Other"]] = step_ns - prev
@@ -352,11 +350,9 @@ def launched_beside(trace: Trace, links: Links, rows: np.ndarray) -> int:
     during, owned = np.zeros(len(launch), dtype=bool), np.zeros(len(launch), dtype=bool)
     for th in np.unique(rt).tolist():
         own = rows[rt == th]
-        lo, hi = union(trace.start[own], trace.start[own] + trace.dur[own])
-        i = np.searchsorted(lo, s, side="right") - 1
-        inside = (i >= 0) & (s < hi[np.maximum(i, 0)])
-        during |= inside & (lt != th)
-        owned |= inside & (lt == th)
+        held = inside(*union(trace.start[own], trace.start[own] + trace.dur[own]), s)
+        during |= held & (lt != th)
+        owned |= held & (lt == th)
     return int(links.device_ns[launch[during & ~owned]].sum())
 
 
@@ -385,7 +381,7 @@ def analyze_module(trace: Trace, tree: HostTree, links: Links, steps: Steps) -> 
                           "(with_modules=True alone records none in eager mode: torch 2.13 "
                           "writes the nn.Module frames with the python stack)."))
     beside = launched_beside(trace, links, tree.rows[range_mask(trace, tree)])
-    if beside > max(int(ranges.device.sum()), 0) // 100:  # (more than 1 % of their own)
+    if beside > int(ranges.device.sum()) // 100:  # (more than 1 % of their own)
         notes.append(Note("info", "ranges_device_time_own_thread",
                           "A range's device time counts the kernels launched on its own "
                           f"thread; {beside / 1e6:,.1f} ms more was launched from other threads "
