@@ -251,8 +251,8 @@ def _rank_entry(rank: int, s: TraceSummary, wait: np.ndarray) -> tuple[dict, int
                  sm["steps"], lo.tolist(), hi.tolist(), us_list(sm["computation"]),
                  us_list(sm["communication"]), us_list(sm["overlap"]), us_list(sm["other"]),
                  us_list(step_wait), us_list(step_transfer))]
-    by_op = {name: waited(sm["op"] == o)[1] for o, name in enumerate(sm["ops"])
-             if (sm["op"] == o).any()}
+    by_op = {name: waited(mine)[1] for o, name in enumerate(sm["ops"])
+             if (mine := sm["op"] == o).any()}
     entry = {"rank": rank, "worker": s.worker, "span": s.span, "steps": steps,
              "total_wait_us": us(total_wait),
              "wait_by_collective_us": {op: us(w) for op, w in sorted(by_op.items())}}

@@ -112,7 +112,7 @@ def report_main(argv: list[str]) -> int:
         return _fail("report", one_line(e), 1)
     for failure in info.failed:  # left out of the page (its notes name them too)
         _fail("report", failure, 1)
-    for note in [*info.quality, *(n for n in info.notes if " is left out: " not in n)]:
+    for note in [*info.quality, *info.notes]:
         print(f"note: {note}", file=sys.stderr)
     shown = "standard output" if argv_output == "-" else info.path
     print(f"Wrote {shown} ({info.bytes:,} bytes, {info.spans} trace"

@@ -125,11 +125,13 @@ def span_data(views: ViewSet, label: str, notes: list[str]) -> dict:
 
 
 def report_data(spans: list[Span], source: str, progress: Progress = None,
-                failed: list[str] | None = None, quality: list[str] | None = None) -> dict:
+                failed: list[tuple[str, str]] | None = None,
+                quality: list[str] | None = None) -> dict:
     """The embedded data for ``spans`` (analysed here, one at a time). A trace that cannot
-    be read is left out, named in the page's notes and in ``failed`` (SPEC §1.4: it does
-    not hide the others); when none can, its error is raised. ``quality`` receives each
-    span's data-quality notes."""
+    be read is left out (SPEC §1.4: it does not hide the others), named in ``failed`` as
+    ``(run / worker / span, error)`` and in the page's notes, which start with one
+    "... is left out" line per entry of ``failed``; when none can, its error is raised.
+    ``quality`` receives each span's data-quality notes."""
     notes: list[str] = []
     data: dict = {}
     workers: dict = {}
@@ -142,8 +144,7 @@ def report_data(spans: list[Span], source: str, progress: Progress = None,
             views = analyse(s, progress)
         except (StepscopeError, OSError) as e:
             first_error = first_error or e
-            failed.append(f"{where}: {one_line(e)}")
-            notes.append(f"{where} is left out: {one_line(e)}")
+            failed.append((where, one_line(e)))
             continue
         if quality is not None:
             quality += [f"{where}: {n['text']}" for n in views.notes()]
@@ -159,7 +160,9 @@ def report_data(spans: list[Span], source: str, progress: Progress = None,
     return {"version": __version__, "source": source,
             "runs": {"runs": list(data), "loading": False, "status": {}, "skipped": []},
             "workers": workers, "spans": span_names, "routes": routes,
-            "windowed": list(WINDOWED), "notes": notes, "data": data}
+            "windowed": list(WINDOWED),
+            "notes": [f"{where} is left out: {why}" for where, why in failed] + notes,
+            "data": data}
 
 
 def _default(obj):
@@ -174,9 +177,10 @@ def write_report(path: str, out: str, progress: Progress = None) -> ReportInfo:
     """Analyse every span under ``path`` and write the report to ``out``."""
     spans = spans_of(path)
     source = display_name(os.path.basename(os.path.abspath(path)))
-    failed: list[str] = []
+    failed: list[tuple[str, str]] = []
     quality: list[str] = []
     data = report_data(spans, source, progress, failed, quality)
+    own = data["notes"][len(failed):]  # the report's own notes, after the left-out lines
     spans = [s for s in spans if s.span in data["data"].get(s.run, {}).get(s.worker, {})]
     blob = orjson.dumps(data, default=_default,
                         option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
@@ -185,7 +189,8 @@ def write_report(path: str, out: str, progress: Progress = None) -> ReportInfo:
             f"{'s' if len(spans) != 1 else ''}), made {when}. "
             + " ".join(data["notes"]))
     text = bundle.page(blob, title=f"{source} — Stepscope report", note=note.strip())
-    return ReportInfo(out, _write_whole(out, text), len(spans), data["notes"], failed, quality)
+    return ReportInfo(out, _write_whole(out, text), len(spans), own,
+                      [f"{where}: {why}" for where, why in failed], quality)
 
 
 def output_problem(out: str) -> OSError | None:
